@@ -1,0 +1,63 @@
+#include "gbx/engine/synthesis.h"
+
+#include <algorithm>
+
+namespace gbx {
+
+std::string_view to_string(Stage s) {
+  switch (s) {
+    case Stage::EmulateOnly: return "emulate_only";
+    case Stage::RewardOnly: return "reward_only";
+    case Stage::ObsOnly: return "obs_only";
+    case Stage::FullStep: return "full_step";
+  }
+  return "?";
+}
+std::string_view to_string(Device d) { return d == Device::Cpu ? "cpu" : "cuda"; }
+std::string_view to_string(MemoryModel m) { return m == MemoryModel::Dmg ? "dmg" : "flat64k"; }
+std::string_view to_string(RunMode r) {
+  return r == RunMode::Frames ? "frames" : "instructions";
+}
+
+const std::vector<Stage>& all_stages() {
+  static const std::vector<Stage> stages = {Stage::EmulateOnly, Stage::RewardOnly,
+                                            Stage::ObsOnly, Stage::FullStep};
+  return stages;
+}
+
+std::optional<Stage> parse_stage(std::string_view s) {
+  for (Stage st : all_stages())
+    if (to_string(st) == s) return st;
+  return std::nullopt;
+}
+std::optional<Device> parse_device(std::string_view s) {
+  if (s == "cpu") return Device::Cpu;
+  if (s == "cuda") return Device::Cuda;
+  return std::nullopt;
+}
+std::optional<MemoryModel> parse_memory_model(std::string_view s) {
+  if (s == "dmg") return MemoryModel::Dmg;
+  if (s == "flat64k") return MemoryModel::Flat64k;
+  return std::nullopt;
+}
+std::optional<RunMode> parse_run_mode(std::string_view s) {
+  if (s == "frames") return RunMode::Frames;
+  if (s == "instructions") return RunMode::Instructions;
+  return std::nullopt;
+}
+
+std::string SynthParams::canonical() const {
+  std::vector<std::string> dbg = debug;
+  std::sort(dbg.begin(), dbg.end());
+  std::string out;
+  out += "stage=" + std::string(to_string(stage));
+  out += ";device=" + std::string(to_string(device));
+  out += ";memory_model=" + std::string(to_string(memory_model));
+  out += ";run_mode=" + std::string(to_string(run_mode));
+  out += ";obs_dim=" + std::to_string(obs_dim);
+  out += ";debug=";
+  for (size_t i = 0; i < dbg.size(); ++i) out += (i ? "," : "") + dbg[i];
+  return out;
+}
+
+}  // namespace gbx

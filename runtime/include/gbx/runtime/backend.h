@@ -1,0 +1,63 @@
+#pragma once
+// The interface every backend (cpu, cuda, mgba) implements. Addresses are Game Boy bus
+// addresses (0x0000-0xFFFF); reading memory never has side effects.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gbx/engine/result.h"
+#include "gbx/engine/synthesis.h"
+#include "gbx/runtime/rom.h"
+
+namespace gbx {
+
+struct CpuState {
+  uint16_t pc = 0, sp = 0;
+  uint8_t a = 0, f = 0, b = 0, c = 0, d = 0, e = 0, h = 0, l = 0;
+  uint8_t ime = 0;
+  uint8_t run_state = 0;  // GBX_RUN_*
+  int64_t cycle_count = -1;  // T-cycles since reset; -1 if the backend cannot report it
+  int64_t instr_count = -1;  // instructions since reset; -1 if unknown
+  uint8_t trap_kind = 0;
+  uint16_t trap_pc = 0;
+  uint8_t trap_opcode = 0;
+};
+
+struct BackendConfig {
+  int num_envs = 1;
+  int frames_per_step = 1;
+  Stage stage = Stage::FullStep;
+  int threads = 0;        // cpu/mgba: 0 = all cores
+  int device_index = 0;   // cuda
+  bool verbose = false;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual int num_envs() const = 0;
+  // Every env to the DMG post-boot state. seed is reserved for randomized starts.
+  virtual Status reset(uint64_t seed) = 0;
+  // Advances every env by frames_per_step frames, then runs the stage epilog.
+  // actions: one int32 per env (may be empty = no input). May be asynchronous (cuda).
+  virtual Status step(const std::vector<int32_t>& actions) = 0;
+  virtual Status sync() = 0;
+  virtual Result<CpuState> get_cpu_state(int env) = 0;
+  // Bytes [lo, hi) of env's bus view (hi exclusive, <= 0x10000).
+  virtual Result<std::vector<uint8_t>> read_memory(int env, uint32_t lo, uint32_t hi) = 0;
+  // Stage outputs and serial capture; empty when the backend does not produce them.
+  virtual Result<std::vector<float>> read_obs(int env) { (void)env; return std::vector<float>{}; }
+  virtual Result<float> read_reward(int env) { (void)env; return 0.0f; }
+  virtual Result<std::string> serial_output(int env) { (void)env; return std::string{}; }
+  // Cache key of the kernel this backend runs ("" for mgba).
+  virtual std::string kernel_key() const { return {}; }
+};
+
+// Factory: "cpu", "cuda" or "mgba". Compiles/loads kernels before returning, so nothing
+// timed afterwards includes compilation.
+Result<std::unique_ptr<Backend>> make_backend(const std::string& name, const Rom& rom,
+                                              const BackendConfig& config);
+
+}  // namespace gbx

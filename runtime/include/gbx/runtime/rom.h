@@ -1,0 +1,44 @@
+#pragma once
+// Cartridge ROM images: loading, header validation, built-in micro-ROMs.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "gbx/engine/result.h"
+
+namespace gbx {
+
+struct CartHeader {
+  std::string title;
+  uint8_t cart_type = 0;   // 0x147
+  uint8_t rom_size_code = 0;  // 0x148
+  uint8_t ram_size_code = 0;  // 0x149
+  uint8_t header_checksum = 0;
+  uint16_t global_checksum = 0;
+  int mbc = 0;             // GBX_MBC_*
+  bool has_ram = false;
+  bool has_battery = false;
+  uint32_t rom_size = 0;   // from the size code
+  uint32_t ram_size = 0;   // cartridge RAM bytes (0 if none)
+};
+
+struct Rom {
+  std::string name;  // file stem or builtin name
+  std::vector<uint8_t> bytes;
+  CartHeader header;
+  std::string sha256;
+};
+
+// Largest ROM accepted (MBC1's 2 MiB limit; larger carts need MBCs GBX does not have yet).
+constexpr size_t kMaxRomSize = 2u << 20;
+
+// Parses and validates a header: size, size code vs file size, supported cartridge type,
+// header checksum. Errors are one line naming the problem.
+Result<CartHeader> parse_header(const std::vector<uint8_t>& bytes);
+
+// "builtin:NAME" or a file path.
+Result<Rom> load_rom(const std::string& spec);
+Result<Rom> rom_from_bytes(std::string name, std::vector<uint8_t> bytes);
+
+}  // namespace gbx

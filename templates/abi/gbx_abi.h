@@ -1,0 +1,85 @@
+// GBX state ABI: shared verbatim by the host runtime and every generated kernel.
+// Structure of arrays over envs. Changing anything here means bumping GBX_ABI_VERSION,
+// which is part of every kernel cache key.
+#ifndef GBX_ABI_H
+#define GBX_ABI_H
+
+#define GBX_ABI_VERSION 1
+
+// Per-env writable memory (memory model dmg): only the regions a cartridge cannot supply.
+#define GBX_MEM_VRAM 0x0000u  // 0x8000-0x9FFF
+#define GBX_MEM_WRAM 0x2000u  // 0xC000-0xDFFF (echo at 0xE000-0xFDFF)
+#define GBX_MEM_OAM 0x4000u   // 0xFE00-0xFEFF
+#define GBX_MEM_IO 0x4100u    // 0xFF00-0xFFFF: I/O, HRAM, IE
+#define GBX_MEM_CART_RAM 0x4200u
+#define GBX_MEM_FIXED_SIZE 0x4200u
+// Memory model flat64k: 64 KiB of plain RAM per env, no I/O.
+#define GBX_MEM_FLAT_SIZE 0x10000u
+
+#define GBX_SERIAL_CAPACITY 1024u
+
+// Cartridge controller kinds (from the header's cartridge type byte).
+#define GBX_MBC_NONE 0
+#define GBX_MBC_1 1
+
+// Trap kinds: an env that traps stops running; the others go on.
+#define GBX_TRAP_NONE 0
+#define GBX_TRAP_ILLEGAL_OPCODE 1
+
+// CPU run state.
+#define GBX_RUN_ACTIVE 0
+#define GBX_RUN_HALTED 1
+#define GBX_RUN_STOPPED 2
+
+typedef struct GbxState {
+  unsigned short* pc;
+  unsigned short* sp;
+  unsigned char* a;
+  unsigned char* f;
+  unsigned char* b;
+  unsigned char* c;
+  unsigned char* d;
+  unsigned char* e;
+  unsigned char* h;
+  unsigned char* l;
+  unsigned char* ime;
+  unsigned char* ei_delay;   // 1: IME becomes 1 after the next instruction
+  unsigned char* run_state;  // GBX_RUN_*
+  unsigned char* halt_bug;   // 1: the next opcode fetch does not advance PC
+  long long* cycle_count;    // T-cycles since reset
+  long long* instr_count;    // instructions retired since reset
+  int* cycle_in_frame;       // T-cycles into the current frame (overshoot carried)
+  long long* div_epoch;      // cycle_count at which the 16-bit system counter was 0
+  long long* timer_synced;   // cycle_count up to which TIMA has been advanced
+  unsigned char* mbc_rom_bank;  // MBC1 BANK1 register (5 bits)
+  unsigned char* mbc_ram_bank;  // MBC1 BANK2 register (2 bits)
+  unsigned char* mbc_ram_enable;
+  unsigned char* mbc_mode;
+  unsigned char* serial_buf;  // GBX_SERIAL_CAPACITY bytes per env, env-major
+  unsigned int* serial_len;   // bytes captured (may exceed capacity: extra bytes dropped)
+  unsigned char* trap_kind;
+  unsigned short* trap_pc;
+  unsigned char* trap_opcode;
+} GbxState;
+
+typedef struct GbxParams {
+  GbxState s;
+  const unsigned char* rom;  // shared by all envs, read-only
+  unsigned int rom_size;     // bytes, a power of two >= 32 KiB (dmg) or 0 (flat64k)
+  unsigned int mbc;          // GBX_MBC_*
+  unsigned char* mem;        // per-env writable memory, env-major
+  unsigned int mem_stride;   // bytes per env
+  unsigned int cart_ram_size;
+  int num_envs;
+  int frames;                 // run mode frames: frames per step
+  long long instr_budget;     // run mode instructions: instructions per step
+  const int* actions;         // reserved: one int32 per env
+  const int* joyp_select;     // reserved
+  const int* release_after_frames;  // reserved
+  float* obs;                 // obs_dim floats per env
+  float* reward;              // one float per env
+  int obs_dim;
+  int reserved0;
+} GbxParams;
+
+#endif

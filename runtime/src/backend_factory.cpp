@@ -1,8 +1,16 @@
 #include "gbx/runtime/backend.h"
+#include "gbx/runtime/cpu_backend.h"
 
 namespace gbx {
-Result<std::unique_ptr<Backend>> make_backend(const std::string& name, const Rom&,
-                                              const BackendConfig&) {
-  return make_error(ErrorKind::Usage, "unknown backend '" + name + "'");
+
+Result<std::unique_ptr<Backend>> make_backend(const std::string& name, const Rom& rom,
+                                              const BackendConfig& config) {
+  if (name == "cpu") {
+    auto b = CpuBackend::create(rom, config);
+    if (!b) return b.take_error();
+    return std::unique_ptr<Backend>(std::move(b.value()));
+  }
+  return make_error(ErrorKind::Usage, "unknown backend '" + name + "' (cpu, cuda, mgba)");
 }
+
 }  // namespace gbx

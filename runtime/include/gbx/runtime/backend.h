@@ -31,6 +31,11 @@ struct BackendConfig {
   int threads = 0;        // cpu/mgba: 0 = all cores
   int device_index = 0;   // cuda
   bool verbose = false;
+  // Synthesis choices beyond the stage (cpu/cuda). flat64k + instructions is the
+  // per-instruction conformance configuration.
+  MemoryModel memory_model = MemoryModel::Dmg;
+  RunMode run_mode = RunMode::Frames;
+  int64_t instructions_per_step = 1;  // run mode instructions
 };
 
 class Backend {

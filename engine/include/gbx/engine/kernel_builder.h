@@ -1,0 +1,47 @@
+#pragma once
+// Synthesis pipeline for one parameter set: generate -> key -> cache lookup -> compile on a
+// miss -> publish -> load. Used by gbx-synth and by the runtime's backends.
+#include <string>
+#include <vector>
+
+#include "gbx/engine/cache.h"
+#include "gbx/engine/generator.h"
+#include "gbx/engine/orc_compiler.h"
+
+struct GbxParams;  // templates/abi/gbx_abi.h
+
+namespace gbx {
+
+extern const char* const kEngineId;  // "gbx-engine/<version>"
+
+struct KernelBuild {
+  GeneratedSource source;
+  std::string key;  // the stage hash
+  bool cached = false;
+  double generate_ms = 0;
+  double compile_ms = 0;  // 0 on a cache hit
+  double load_ms = 0;     // cache read + JIT load (CPU)
+  CacheEntry entry;
+  std::vector<std::string> warnings;
+};
+
+CacheKeyInputs make_key_inputs(const TemplateBundle& bundle, const GeneratedSource& src,
+                               const std::string& compiler_identity,
+                               std::vector<std::string> options,
+                               std::vector<std::pair<std::string, std::string>> environment);
+
+// Signature of the CPU entry point (see templates/kernel/step.tmpl).
+using CpuStepFn = void (*)(const ::GbxParams* params, int env_begin, int env_end);
+
+struct CpuKernel {
+  KernelBuild build;
+  CpuStepFn step = nullptr;
+};
+
+// Compiles (or finds in the cache) and, if `load`, JIT-loads the kernel. A cached entry that
+// fails to load is discarded and recompiled once, with a warning.
+Result<CpuKernel> build_cpu_kernel(const TemplateBundle& bundle, const SynthParams& params,
+                                   KernelCache& cache, bool load = true,
+                                   const CpuCompileOptions& opts = {});
+
+}  // namespace gbx

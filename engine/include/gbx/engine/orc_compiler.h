@@ -1,0 +1,40 @@
+#pragma once
+// CPU compiler: generated C++ -> optimized LLVM module -> .ll / .s / .o with the clang C++ API,
+// and a process-wide ORC LLJIT that loads .o files (one JITDylib per module).
+#include <string>
+#include <vector>
+
+#include "gbx/engine/result.h"
+
+namespace gbx {
+
+struct CpuCompileOptions {
+  std::string opt_level = "-O2";
+  std::vector<std::string> extra;  // appended to the driver command line
+};
+
+struct CpuCompileOutput {
+  std::string llvm_ir;   // module.ll (after optimization)
+  std::string assembly;  // module.s
+  std::string object;    // module.o (ELF, position independent)
+  std::string log;       // clang diagnostics (warnings included)
+  double frontend_ms = 0;  // parse + optimize
+  double codegen_ms = 0;   // .s and .o
+};
+
+// The driver command line used for every CPU kernel (ordered; part of the cache key).
+std::vector<std::string> cpu_compile_args(const CpuCompileOptions& opts);
+// "LLVM <version>; <triple>; <cpu>; <features>": part of the cache key.
+std::string cpu_compiler_identity();
+// Environment variables clang's driver reads, with their current values.
+std::vector<std::pair<std::string, std::string>> cpu_compiler_environment();
+
+Result<CpuCompileOutput> compile_cpu(const std::string& source, const std::string& file_name,
+                                     const CpuCompileOptions& opts);
+
+// Loads an object into its own JITDylib (once per key per process) and returns the address of
+// `symbol`. Only an explicit allow-list of host symbols (memcpy, memmove, memset) resolves.
+Result<void*> jit_load_object(const std::string& key, const std::string& object,
+                              const std::string& symbol);
+
+}  // namespace gbx

@@ -1,0 +1,263 @@
+// Reads top to bottom: driver command line -> cc1 invocation -> optimized module -> .ll/.s/.o
+// -> JIT load -> symbol lookup. Sources stay in memory. LLVM-version specifics stay here.
+#include "gbx/engine/orc_compiler.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include <clang/Basic/Diagnostic.h>
+#include <clang/Basic/DiagnosticOptions.h>
+#include <clang/CodeGen/CodeGenAction.h>
+#include <clang/Driver/Compilation.h>
+#include <clang/Driver/Driver.h>
+#include <clang/Driver/Job.h>
+#include <clang/Frontend/CompilerInstance.h>
+#include <clang/Frontend/CompilerInvocation.h>
+#include <clang/Frontend/TextDiagnosticPrinter.h>
+#include <clang/Lex/PreprocessorOptions.h>
+#include <llvm/ADT/StringMap.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Module.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Support/Host.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/Target/TargetOptions.h>
+#include <llvm/Transforms/Utils/Cloning.h>
+
+namespace gbx {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+std::string to_string(llvm::Error e) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << e;
+  return os.str();
+}
+
+void init_llvm_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+  });
+}
+
+std::string host_features() {
+  llvm::StringMap<bool> feats;
+  std::string out;
+  if (llvm::sys::getHostCPUFeatures(feats)) {
+    std::vector<std::string> on;
+    for (const auto& f : feats)
+      if (f.getValue()) on.push_back("+" + f.getKey().str());
+    std::sort(on.begin(), on.end());
+    for (const auto& f : on) out += (out.empty() ? "" : ",") + f;
+  }
+  return out;
+}
+
+std::string first_error_line(const std::string& log) {
+  size_t pos = log.find("error:");
+  if (pos == std::string::npos) return "clang failed to compile the generated kernel";
+  size_t start = log.rfind('\n', pos);
+  start = start == std::string::npos ? 0 : start + 1;
+  return log.substr(start, log.find('\n', pos) - start);
+}
+
+Result<std::string> emit(llvm::Module& m, llvm::TargetMachine& tm, llvm::CodeGenFileType kind) {
+  llvm::SmallVector<char, 0> buf;
+  llvm::raw_svector_ostream os(buf);
+  llvm::legacy::PassManager pm;
+  if (tm.addPassesToEmitFile(pm, os, nullptr, kind))
+    return make_error(ErrorKind::Compile, "LLVM target cannot emit this file type");
+  pm.run(m);
+  return std::string(buf.begin(), buf.end());
+}
+
+}  // namespace
+
+std::vector<std::string> cpu_compile_args(const CpuCompileOptions& opts) {
+  // No system headers, no exceptions or RTTI: templates are self-contained (design 4).
+  std::vector<std::string> args = {
+      GBX_CLANG_EXECUTABLE, "-c", "-x", "c++", "-std=c++17", opts.opt_level, "-fno-math-errno",
+      "-march=native", "-fPIC", "-fno-exceptions", "-fno-rtti", "-nostdinc", "-nostdinc++",
+      "-fno-threadsafe-statics", "-Wall", "-Wno-unused-function", "-Wno-unused-label",
+      "-Wno-unused-variable", "-resource-dir", GBX_CLANG_RESOURCE_DIR};
+  args.insert(args.end(), opts.extra.begin(), opts.extra.end());
+  return args;
+}
+
+std::string cpu_compiler_identity() {
+  return std::string("LLVM ") + LLVM_VERSION_STRING + "; " + llvm::sys::getProcessTriple() +
+         "; " + llvm::sys::getHostCPUName().str() + "; " + host_features();
+}
+
+std::vector<std::pair<std::string, std::string>> cpu_compiler_environment() {
+  std::vector<std::pair<std::string, std::string>> env;
+  for (const char* name : {"CCC_OVERRIDE_OPTIONS", "CPATH", "CPLUS_INCLUDE_PATH",
+                           "C_INCLUDE_PATH", "SOURCE_DATE_EPOCH"}) {
+    const char* v = std::getenv(name);
+    env.emplace_back(name, v ? v : "");
+  }
+  return env;
+}
+
+Result<CpuCompileOutput> compile_cpu(const std::string& source, const std::string& file_name,
+                                     const CpuCompileOptions& opts) {
+  init_llvm_once();
+  CpuCompileOutput out;
+  const auto t0 = Clock::now();
+
+  // 1. Driver command line -> cc1 arguments (the real clang path and resource dir, so the
+  //    invocation is what `clang -c` would run).
+  std::string log;
+  llvm::raw_string_ostream log_os(log);
+  llvm::IntrusiveRefCntPtr<clang::DiagnosticOptions> diag_opts = new clang::DiagnosticOptions();
+  auto* printer = new clang::TextDiagnosticPrinter(log_os, &*diag_opts);
+  llvm::IntrusiveRefCntPtr<clang::DiagnosticIDs> diag_ids(new clang::DiagnosticIDs());
+  clang::DiagnosticsEngine diags(diag_ids, &*diag_opts, printer, /*ShouldOwnClient=*/true);
+
+  const auto arg_strings = cpu_compile_args(opts);
+  std::vector<const char*> argv;
+  for (const auto& a : arg_strings) argv.push_back(a.c_str());
+  argv.push_back(file_name.c_str());
+  clang::driver::Driver driver(GBX_CLANG_EXECUTABLE, llvm::sys::getProcessTriple(), diags);
+  driver.setCheckInputsExist(false);
+  std::unique_ptr<clang::driver::Compilation> comp(driver.BuildCompilation(argv));
+  if (!comp || diags.hasErrorOccurred())
+    return make_error(ErrorKind::Compile, "clang driver rejected the command line", log_os.str());
+  const auto& jobs = comp->getJobs();
+  if (jobs.size() != 1 || !llvm::isa<clang::driver::Command>(*jobs.begin()))
+    return make_error(ErrorKind::Compile, "clang driver produced an unexpected job list");
+  const auto& cc1_args = llvm::cast<clang::driver::Command>(*jobs.begin()).getArguments();
+
+  // 2. cc1 invocation with the source remapped from memory.
+  auto invocation = std::make_shared<clang::CompilerInvocation>();
+  if (!clang::CompilerInvocation::CreateFromArgs(*invocation, cc1_args, diags))
+    return make_error(ErrorKind::Compile, "clang rejected the cc1 arguments", log_os.str());
+  invocation->getPreprocessorOpts().addRemappedFile(
+      file_name, llvm::MemoryBuffer::getMemBufferCopy(source, file_name).release());
+  invocation->getFrontendOpts().DisableFree = false;
+
+  clang::CompilerInstance ci;
+  ci.setInvocation(invocation);
+  ci.createDiagnostics(new clang::TextDiagnosticPrinter(log_os, &ci.getDiagnosticOpts()), true);
+
+  // 3. Source -> optimized module (-O2 runs in the backend consumer).
+  llvm::LLVMContext context;
+  clang::EmitLLVMOnlyAction action(&context);
+  const bool ok = ci.ExecuteAction(action);
+  log_os.flush();
+  out.log = log;
+  if (!ok || ci.getDiagnostics().hasErrorOccurred())
+    return make_error(ErrorKind::Compile, first_error_line(log), log);
+  std::unique_ptr<llvm::Module> module = action.takeModule();
+  if (!module) return make_error(ErrorKind::Compile, "clang produced no module", log);
+  out.frontend_ms = ms_since(t0);
+
+  {
+    llvm::raw_string_ostream ir(out.llvm_ir);
+    module->print(ir, nullptr);
+  }
+
+  // 4. Module -> .s (from a clone: emission mutates the module) and .o, for the host CPU.
+  const auto t1 = Clock::now();
+  std::string err;
+  const std::string triple = module->getTargetTriple();
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
+  if (!target) return make_error(ErrorKind::Compile, "no LLVM target for " + triple + ": " + err);
+  llvm::TargetOptions topts;
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      triple, llvm::sys::getHostCPUName(), host_features(), topts, llvm::Reloc::PIC_,
+      llvm::None, llvm::CodeGenOpt::Default));
+  if (!tm) return make_error(ErrorKind::Compile, "cannot create a target machine for " + triple);
+  module->setDataLayout(tm->createDataLayout());
+  std::unique_ptr<llvm::Module> clone = llvm::CloneModule(*module);
+  auto assembly = emit(*clone, *tm, llvm::CGFT_AssemblyFile);
+  if (!assembly) return assembly.take_error();
+  out.assembly = std::move(assembly.value());
+  auto object = emit(*module, *tm, llvm::CGFT_ObjectFile);
+  if (!object) return object.take_error();
+  out.object = std::move(object.value());
+  out.codegen_ms = ms_since(t1);
+  return out;
+}
+
+namespace {
+
+class Jit {
+ public:
+  static Result<Jit*> get() {
+    static std::once_flag once;
+    static Jit* instance = nullptr;
+    static std::string error;
+    std::call_once(once, [] {
+      init_llvm_once();
+      auto jit = llvm::orc::LLJITBuilder().create();
+      if (!jit) {
+        error = to_string(jit.takeError());
+        return;
+      }
+      instance = new Jit(std::move(*jit));  // process lifetime: JIT code may run until exit
+    });
+    if (!instance) return make_error(ErrorKind::Runtime, "cannot create the ORC JIT: " + error);
+    return instance;
+  }
+
+  Result<void*> load(const std::string& key, const std::string& object,
+                     const std::string& symbol) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string id = key + "/" + symbol;
+    if (auto it = loaded_.find(id); it != loaded_.end()) return it->second;
+    auto jd = jit_->createJITDylib("gbx-" + key + "-" + std::to_string(loaded_.size()));
+    if (!jd) return make_error(ErrorKind::Runtime, "JIT: " + to_string(jd.takeError()));
+    // Host symbols generated code may bind to: only what clang emits for struct copies.
+    llvm::orc::SymbolMap allowed;
+    auto& es = jit_->getExecutionSession();
+    const auto flags = llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable;
+    allowed[es.intern("memcpy")] = {llvm::pointerToJITTargetAddress(&std::memcpy), flags};
+    allowed[es.intern("memmove")] = {llvm::pointerToJITTargetAddress(&std::memmove), flags};
+    allowed[es.intern("memset")] = {llvm::pointerToJITTargetAddress(&std::memset), flags};
+    if (auto e = jd->define(llvm::orc::absoluteSymbols(std::move(allowed))))
+      return make_error(ErrorKind::Runtime, "JIT: " + to_string(std::move(e)));
+    if (auto e = jit_->addObjectFile(
+            *jd, llvm::MemoryBuffer::getMemBufferCopy(object, "gbx-" + key + ".o")))
+      return make_error(ErrorKind::Runtime, "JIT cannot load module.o: " + to_string(std::move(e)));
+    auto sym = jit_->lookup(*jd, symbol);
+    if (!sym)
+      return make_error(ErrorKind::Runtime,
+                        "JIT cannot resolve " + symbol + ": " + to_string(sym.takeError()));
+    void* addr = llvm::jitTargetAddressToPointer<void*>(sym->getAddress());
+    loaded_[id] = addr;
+    return addr;
+  }
+
+ private:
+  explicit Jit(std::unique_ptr<llvm::orc::LLJIT> jit) : jit_(std::move(jit)) {}
+  std::unique_ptr<llvm::orc::LLJIT> jit_;
+  std::mutex mu_;
+  std::map<std::string, void*> loaded_;
+};
+
+}  // namespace
+
+Result<void*> jit_load_object(const std::string& key, const std::string& object,
+                              const std::string& symbol) {
+  auto jit = Jit::get();
+  if (!jit) return jit.take_error();
+  return jit.value()->load(key, object, symbol);
+}
+
+}  // namespace gbx

@@ -1,0 +1,45 @@
+#pragma once
+// The cpu backend: the JIT-compiled kernel stepped over all cores (OpenMP), env chunks per
+// thread. State lives in an EnvState the conformance runner may also set directly.
+#include <memory>
+
+#include "gbx/engine/kernel_builder.h"
+#include "gbx/runtime/backend.h"
+#include "gbx/runtime/env_state.h"
+
+namespace gbx {
+
+class CpuBackend : public Backend {
+ public:
+  static Result<std::unique_ptr<CpuBackend>> create(const Rom& rom, const BackendConfig& cfg);
+
+  std::string name() const override { return "cpu"; }
+  int num_envs() const override { return state_.num_envs(); }
+  Status reset(uint64_t seed) override;
+  Status step(const std::vector<int32_t>& actions) override;
+  Status sync() override { return ok_status(); }
+  Result<CpuState> get_cpu_state(int env) override;
+  Result<std::vector<uint8_t>> read_memory(int env, uint32_t lo, uint32_t hi) override;
+  Result<std::vector<float>> read_obs(int env) override;
+  Result<float> read_reward(int env) override;
+  Result<std::string> serial_output(int env) override;
+  std::string kernel_key() const override { return kernel_.build.key; }
+
+  EnvState& state() { return state_; }
+  const KernelBuild& kernel_build() const { return kernel_.build; }
+  int threads() const { return threads_; }
+
+ private:
+  CpuBackend() = default;
+  Status check_env(int env) const;
+
+  Rom rom_;
+  BackendConfig cfg_;
+  CpuKernel kernel_;
+  EnvState state_;
+  std::vector<float> obs_;
+  std::vector<float> reward_;
+  int threads_ = 1;
+};
+
+}  // namespace gbx

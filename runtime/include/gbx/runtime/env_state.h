@@ -1,0 +1,65 @@
+#pragma once
+// Host storage for the state ABI (templates/abi/gbx_abi.h): every SoA array lives in one
+// block with a fixed layout, so a device mirror is one allocation and one copy.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gbx/engine/result.h"
+#include "gbx/engine/synthesis.h"
+#include "gbx/runtime/backend.h"
+#include "gbx/runtime/rom.h"
+#include "gbx_abi.h"
+
+namespace gbx {
+
+struct StateLayout {
+  int num_envs = 0;
+  size_t soa_bytes = 0;     // all SoA arrays
+  uint32_t mem_stride = 0;  // writable memory bytes per env
+  size_t mem_bytes = 0;
+  // Points every GbxState array into `base` (host or device address).
+  void bind(GbxState& s, uint64_t base) const;
+};
+
+StateLayout make_layout(int num_envs, MemoryModel mm, uint32_t cart_ram_size);
+
+// Refuses env counts whose state would not fit in this machine's memory (one line naming
+// the bytes needed and the bytes available).
+Status check_env_count(int num_envs, MemoryModel mm, uint32_t cart_ram_size,
+                       size_t extra_bytes_per_env = 0);
+
+class EnvState {
+ public:
+  EnvState() = default;
+  EnvState(int num_envs, MemoryModel mm, const Rom* rom);
+
+  int num_envs() const { return layout_.num_envs; }
+  const StateLayout& layout() const { return layout_; }
+  GbxState& soa() { return soa_; }
+  const GbxState& soa() const { return soa_; }
+  uint8_t* mem() { return mem_.data(); }
+  uint8_t* mem(int env) { return mem_.data() + (size_t)env * layout_.mem_stride; }
+  uint8_t* soa_block() { return block_.data(); }
+
+  // DMG post-boot state (Pan Docs "Power Up Sequence", as mGBA's skip-BIOS start).
+  void reset_dmg();
+  // All zero (memory model flat64k: the conformance runner sets every field).
+  void reset_zero();
+
+  CpuState cpu_state(int env) const;
+  void set_cpu_state(int env, const CpuState& st);
+  // Side-effect-free read of env's bus view (ROM banking, echo RAM, lazy DIV/TIMA).
+  uint8_t peek(int env, uint32_t addr) const;
+  std::string serial(int env) const;
+
+ private:
+  StateLayout layout_;
+  MemoryModel mm_ = MemoryModel::Dmg;
+  const Rom* rom_ = nullptr;
+  std::vector<uint8_t> block_;
+  std::vector<uint8_t> mem_;
+  GbxState soa_{};
+};
+
+}  // namespace gbx

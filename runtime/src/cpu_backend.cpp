@@ -1,0 +1,120 @@
+#include "gbx/runtime/cpu_backend.h"
+
+#include <omp.h>
+
+#include <thread>
+
+namespace gbx {
+
+Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const BackendConfig& cfg) {
+  const int obs_dim = 32;
+  if (auto st = check_env_count(cfg.num_envs, cfg.memory_model, rom.header.ram_size,
+                                sizeof(float) * (obs_dim + 1));
+      !st)
+    return st.take_error();
+  if (cfg.frames_per_step < 1)
+    return make_error(ErrorKind::Usage, "--frames must be at least 1");
+  if (cfg.threads < 0) return make_error(ErrorKind::Usage, "--threads must be >= 0");
+  std::unique_ptr<CpuBackend> b(new CpuBackend());
+  b->rom_ = rom;
+  b->cfg_ = cfg;
+  b->threads_ = cfg.threads > 0 ? cfg.threads : (int)std::max(1u, std::thread::hardware_concurrency());
+
+  auto bundle = TemplateBundle::load(TemplateBundle::default_root());
+  if (!bundle) return bundle.take_error();
+  SynthParams p;
+  p.stage = cfg.stage;
+  p.device = Device::Cpu;
+  p.memory_model = cfg.memory_model;
+  p.run_mode = cfg.run_mode;
+  p.obs_dim = obs_dim;
+  KernelCache cache;
+  auto k = build_cpu_kernel(bundle.value(), p, cache);
+  if (!k) return k.take_error();
+  b->kernel_ = std::move(k.value());
+  b->state_ = EnvState(cfg.num_envs, cfg.memory_model, &b->rom_);
+  b->obs_.assign((size_t)cfg.num_envs * obs_dim, 0.0f);
+  b->reward_.assign((size_t)cfg.num_envs, 0.0f);
+  if (auto st = b->reset(0); !st) return st.take_error();
+  return b;
+}
+
+Status CpuBackend::reset(uint64_t /*seed: reserved for randomized starts*/) {
+  if (cfg_.memory_model == MemoryModel::Flat64k) state_.reset_zero();
+  else state_.reset_dmg();
+  std::fill(obs_.begin(), obs_.end(), 0.0f);
+  std::fill(reward_.begin(), reward_.end(), 0.0f);
+  return ok_status();
+}
+
+Status CpuBackend::step(const std::vector<int32_t>& actions) {
+  const int n = state_.num_envs();
+  if (!actions.empty() && (int)actions.size() != n)
+    return make_error(ErrorKind::Usage, "step: " + std::to_string(actions.size()) +
+                                            " actions for " + std::to_string(n) + " envs");
+  GbxParams p{};
+  p.s = state_.soa();
+  p.rom = rom_.bytes.empty() ? nullptr : rom_.bytes.data();
+  p.rom_size = (unsigned)rom_.bytes.size();
+  p.mbc = (unsigned)rom_.header.mbc;
+  p.mem = state_.mem();
+  p.mem_stride = state_.layout().mem_stride;
+  p.cart_ram_size = rom_.header.ram_size;
+  p.num_envs = n;
+  p.frames = cfg_.frames_per_step;
+  p.instr_budget = cfg_.instructions_per_step;
+  p.actions = actions.empty() ? nullptr : actions.data();
+  p.obs = obs_.data();
+  p.reward = reward_.data();
+  p.obs_dim = 32;
+  const CpuStepFn fn = kernel_.step;
+  // Chunks small enough to balance envs that halt or trap against busy ones.
+  const int threads = std::min(threads_, n);
+  const int chunk = std::max(1, n / (threads * 8));
+  const int chunks = (n + chunk - 1) / chunk;
+  if (threads <= 1) {
+    fn(&p, 0, n);
+    return ok_status();
+  }
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int c = 0; c < chunks; ++c) fn(&p, c * chunk, std::min(n, (c + 1) * chunk));
+  return ok_status();
+}
+
+Status CpuBackend::check_env(int env) const {
+  if (env < 0 || env >= state_.num_envs())
+    return make_error(ErrorKind::Usage, "env " + std::to_string(env) + " out of range (0.." +
+                                            std::to_string(state_.num_envs() - 1) + ")");
+  return ok_status();
+}
+
+Result<CpuState> CpuBackend::get_cpu_state(int env) {
+  if (auto st = check_env(env); !st) return st.take_error();
+  return state_.cpu_state(env);
+}
+
+Result<std::vector<uint8_t>> CpuBackend::read_memory(int env, uint32_t lo, uint32_t hi) {
+  if (auto st = check_env(env); !st) return st.take_error();
+  if (lo >= hi || hi > 0x10000)
+    return make_error(ErrorKind::Usage, "memory range must satisfy lo < hi <= 0x10000");
+  std::vector<uint8_t> out(hi - lo);
+  for (uint32_t a = lo; a < hi; ++a) out[a - lo] = state_.peek(env, a);
+  return out;
+}
+
+Result<std::vector<float>> CpuBackend::read_obs(int env) {
+  if (auto st = check_env(env); !st) return st.take_error();
+  return std::vector<float>(obs_.begin() + (long)env * 32, obs_.begin() + (long)(env + 1) * 32);
+}
+
+Result<float> CpuBackend::read_reward(int env) {
+  if (auto st = check_env(env); !st) return st.take_error();
+  return reward_[env];
+}
+
+Result<std::string> CpuBackend::serial_output(int env) {
+  if (auto st = check_env(env); !st) return st.take_error();
+  return state_.serial(env);
+}
+
+}  // namespace gbx

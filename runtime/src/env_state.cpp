@@ -1,0 +1,204 @@
+#include "gbx/runtime/env_state.h"
+
+#include <unistd.h>
+
+#include <cstring>
+
+namespace gbx {
+namespace {
+
+// Every GbxState array: name and bytes per env. Must list each pointer of GbxState once,
+// in declaration order (checked by the static_assert below).
+#define GBX_STATE_FIELDS(X)                                                                    \
+  X(pc, 2) X(sp, 2) X(a, 1) X(f, 1) X(b, 1) X(c, 1) X(d, 1) X(e, 1) X(h, 1) X(l, 1) X(ime, 1) \
+  X(ei_delay, 1) X(run_state, 1) X(halt_bug, 1) X(cycle_count, 8) X(instr_count, 8)            \
+  X(cycle_in_frame, 4) X(div_epoch, 8) X(timer_synced, 8) X(mbc_rom_bank, 1)                   \
+  X(mbc_ram_bank, 1) X(mbc_ram_enable, 1) X(mbc_mode, 1) X(serial_buf, GBX_SERIAL_CAPACITY)    \
+  X(serial_len, 4) X(trap_kind, 1) X(trap_pc, 2) X(trap_opcode, 1)
+
+#define GBX_COUNT_FIELD(name, size) +1
+static_assert(sizeof(GbxState) == (0 GBX_STATE_FIELDS(GBX_COUNT_FIELD)) * sizeof(void*),
+              "GBX_STATE_FIELDS must list every GbxState array");
+
+size_t align64(size_t v) { return (v + 63) & ~size_t(63); }
+
+// DMG I/O registers after the boot ROM (Pan Docs "Power Up Sequence"); 0xFF = unmapped.
+constexpr uint8_t kIoReset[0x80] = {
+    0xCF, 0x00, 0x7E, 0xFF, 0xAB, 0x00, 0x00, 0xF8, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xE1,
+    0x80, 0xBF, 0xF3, 0xFF, 0xBF, 0xFF, 0x3F, 0x00, 0xFF, 0xBF, 0x7F, 0xFF, 0x9F, 0xFF, 0xBF, 0xFF,
+    0xFF, 0x00, 0x00, 0xBF, 0x77, 0xF3, 0xF1, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x91, 0x85, 0x00, 0x00, 0x00, 0x00, 0xFF, 0xFC, 0x00, 0x00, 0x00, 0x00, 0xFF, 0xFF, 0xFF, 0xFF,
+    0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+    0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+    0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+};
+// The 16-bit system counter right after the boot ROM (DIV reads its high byte, 0xAB).
+constexpr int64_t kDivCounterAtReset = 0xABCC;
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (b >= 1024 && u < 5) b /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", b, units[u]);
+  return buf;
+}
+
+}  // namespace
+
+StateLayout make_layout(int num_envs, MemoryModel mm, uint32_t cart_ram_size) {
+  StateLayout l;
+  l.num_envs = num_envs;
+  size_t off = 0;
+#define GBX_ADD_FIELD(name, size) off = align64(off + (size_t)(size) * (size_t)num_envs);
+  GBX_STATE_FIELDS(GBX_ADD_FIELD)
+#undef GBX_ADD_FIELD
+  l.soa_bytes = off;
+  l.mem_stride = mm == MemoryModel::Flat64k
+                     ? GBX_MEM_FLAT_SIZE
+                     : (uint32_t)align64(GBX_MEM_FIXED_SIZE + cart_ram_size);
+  l.mem_bytes = (size_t)l.mem_stride * (size_t)num_envs;
+  return l;
+}
+
+void StateLayout::bind(GbxState& s, uint64_t base) const {
+  size_t off = 0;
+#define GBX_BIND_FIELD(name, size)                                             \
+  s.name = reinterpret_cast<decltype(s.name)>(base + off);                     \
+  off = align64(off + (size_t)(size) * (size_t)num_envs);
+  GBX_STATE_FIELDS(GBX_BIND_FIELD)
+#undef GBX_BIND_FIELD
+}
+
+Status check_env_count(int num_envs, MemoryModel mm, uint32_t cart_ram_size,
+                       size_t extra_bytes_per_env) {
+  if (num_envs < 1)
+    return make_error(ErrorKind::Usage,
+                      "--envs must be at least 1 (got " + std::to_string(num_envs) + ")");
+  // Layout arithmetic for one env times the count, so huge counts cannot overflow.
+  const StateLayout one = make_layout(1, mm, cart_ram_size);
+  const double need =
+      (double)(one.soa_bytes + one.mem_bytes + extra_bytes_per_env) * (double)num_envs;
+  const double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
+  if (need > 0.8 * have)
+    return make_error(ErrorKind::Usage, "--envs " + std::to_string(num_envs) + " needs " +
+                                            human_bytes(need) + " of env state; this machine has " +
+                                            human_bytes(have) + " of memory");
+  return ok_status();
+}
+
+EnvState::EnvState(int num_envs, MemoryModel mm, const Rom* rom)
+    : layout_(make_layout(num_envs, mm, rom ? rom->header.ram_size : 0)), mm_(mm), rom_(rom) {
+  block_.assign(layout_.soa_bytes, 0);
+  mem_.assign(layout_.mem_bytes, 0);
+  layout_.bind(soa_, reinterpret_cast<uint64_t>(block_.data()));
+}
+
+void EnvState::reset_zero() {
+  std::memset(block_.data(), 0, block_.size());
+  std::memset(mem_.data(), 0, mem_.size());
+}
+
+void EnvState::reset_dmg() {
+  reset_zero();
+  for (int i = 0; i < num_envs(); ++i) {
+    CpuState st;
+    st.pc = 0x0100;
+    st.sp = 0xFFFE;
+    st.a = 0x01;
+    st.f = 0xB0;
+    st.b = 0x00;
+    st.c = 0x13;
+    st.d = 0x00;
+    st.e = 0xD8;
+    st.h = 0x01;
+    st.l = 0x4D;
+    set_cpu_state(i, st);
+    soa_.cycle_count[i] = 0;
+    soa_.div_epoch[i] = -kDivCounterAtReset;
+    soa_.timer_synced[i] = 0;
+    soa_.mbc_rom_bank[i] = 1;
+    std::memcpy(mem(i) + GBX_MEM_IO, kIoReset, sizeof kIoReset);
+    mem(i)[GBX_MEM_IO + 0xFF] = 0x00;  // IE
+  }
+}
+
+CpuState EnvState::cpu_state(int env) const {
+  CpuState st;
+  st.pc = soa_.pc[env];
+  st.sp = soa_.sp[env];
+  st.a = soa_.a[env];
+  st.f = soa_.f[env];
+  st.b = soa_.b[env];
+  st.c = soa_.c[env];
+  st.d = soa_.d[env];
+  st.e = soa_.e[env];
+  st.h = soa_.h[env];
+  st.l = soa_.l[env];
+  st.ime = soa_.ime[env];
+  st.run_state = soa_.run_state[env];
+  st.cycle_count = soa_.cycle_count[env];
+  st.instr_count = soa_.instr_count[env];
+  st.trap_kind = soa_.trap_kind[env];
+  st.trap_pc = soa_.trap_pc[env];
+  st.trap_opcode = soa_.trap_opcode[env];
+  return st;
+}
+
+void EnvState::set_cpu_state(int env, const CpuState& st) {
+  soa_.pc[env] = st.pc;
+  soa_.sp[env] = st.sp;
+  soa_.a[env] = st.a;
+  soa_.f[env] = st.f;
+  soa_.b[env] = st.b;
+  soa_.c[env] = st.c;
+  soa_.d[env] = st.d;
+  soa_.e[env] = st.e;
+  soa_.h[env] = st.h;
+  soa_.l[env] = st.l;
+  soa_.ime[env] = st.ime;
+  soa_.run_state[env] = st.run_state;
+}
+
+uint8_t EnvState::peek(int env, uint32_t addr) const {
+  addr &= 0xFFFF;
+  const uint8_t* m = mem_.data() + (size_t)env * layout_.mem_stride;
+  if (mm_ == MemoryModel::Flat64k) return m[addr];
+  const auto& rom = rom_->bytes;
+  const uint32_t banks = (uint32_t)rom.size() >> 14;
+  const bool mbc1 = rom_->header.mbc == GBX_MBC_1;
+  const uint32_t high = (uint32_t)(soa_.mbc_ram_bank[env] & 3) << 5;
+  if (addr < 0x4000) {
+    const uint32_t bank = mbc1 && soa_.mbc_mode[env] ? high & (banks - 1) : 0;
+    return rom[(bank << 14) | addr];
+  }
+  if (addr < 0x8000) {
+    uint32_t low = soa_.mbc_rom_bank[env] & 0x1F;
+    if (!mbc1) low = 1;
+    if (low == 0) low = 1;
+    const uint32_t bank = (mbc1 ? (high | low) : 1) & (banks - 1);
+    return rom[(bank << 14) | (addr - 0x4000)];
+  }
+  if (addr < 0xA000) return m[GBX_MEM_VRAM + (addr - 0x8000)];
+  if (addr < 0xC000) {
+    const uint32_t size = rom_->header.ram_size;
+    if (!size || (mbc1 && !soa_.mbc_ram_enable[env])) return 0xFF;
+    const uint32_t ram_banks = size >> 13;
+    const uint32_t base =
+        (mbc1 && soa_.mbc_mode[env] && ram_banks > 1) ? ((soa_.mbc_ram_bank[env] & 3) % ram_banks) << 13 : 0;
+    return m[GBX_MEM_CART_RAM + (base + (addr - 0xA000)) % size];
+  }
+  if (addr < 0xFE00) return m[GBX_MEM_WRAM + ((addr - 0xC000) & 0x1FFF)];
+  if (addr < 0xFF00) return m[GBX_MEM_OAM + (addr - 0xFE00)];
+  if (addr == 0xFF04) return (uint8_t)((soa_.cycle_count[env] - soa_.div_epoch[env]) >> 8);
+  return m[GBX_MEM_IO + (addr & 0xFF)];  // TIMA / IF are synced at the end of every step
+}
+
+std::string EnvState::serial(int env) const {
+  const uint32_t n = std::min<uint32_t>(soa_.serial_len[env], GBX_SERIAL_CAPACITY);
+  const auto* p = soa_.serial_buf + (size_t)env * GBX_SERIAL_CAPACITY;
+  return std::string(reinterpret_cast<const char*>(p), n);
+}
+
+}  // namespace gbx

@@ -1,0 +1,51 @@
+// The one bus: every address the CPU reads or writes goes through bus_read / bus_write, so
+// the per-env memory layout is defined here alone. Memory model dmg: ROM shared by all envs,
+// per-env writable regions (gbx_abi.h). Memory model flat64k: 64 KiB of plain RAM.
+#if GBX_MEMORY_MODEL_FLAT64K
+GBX_FN u8 bus_read(Bus& b, u32 addr) { return b.mem[addr & 0xFFFFu]; }
+GBX_FN void bus_write(Bus& b, u32 addr, u8 v) { b.mem[addr & 0xFFFFu] = v; }
+GBX_FN void oam_dma(Bus& b, u8 page) { (void)b; (void)page; }
+#else
+GBX_NOINLINE u8 bus_read_slow(Bus& b, u32 addr) {
+  if (addr < 0xA000u) return b.mem[GBX_MEM_VRAM + (addr - 0x8000u)];
+  if (addr < 0xC000u) return cart_ram_read(b, addr);
+  if (addr < 0xFE00u) return b.mem[GBX_MEM_WRAM + ((addr - 0xC000u) & 0x1FFFu)];  // echo
+  if (addr < 0xFF00u) return b.mem[GBX_MEM_OAM + (addr - 0xFE00u)];
+  return io_read(b, addr);
+}
+
+GBX_FN u8 bus_read(Bus& b, u32 addr) {
+  if (addr < 0x4000u) return b.rom0[addr];
+  if (addr < 0x8000u) return b.romx[addr - 0x4000u];
+  if (addr - 0xC000u < 0x2000u) return b.mem[GBX_MEM_WRAM + (addr - 0xC000u)];
+  if (addr - 0xFF80u < 0x7Fu) return b.mem[GBX_MEM_IO + (addr & 0xFFu)];  // HRAM
+  return bus_read_slow(b, addr);
+}
+
+GBX_NOINLINE void bus_write_slow(Bus& b, u32 addr, u8 v) {
+  if (addr < 0x8000u) mbc_write(b, addr, v);
+  else if (addr < 0xA000u) b.mem[GBX_MEM_VRAM + (addr - 0x8000u)] = v;
+  else if (addr < 0xC000u) cart_ram_write(b, addr, v);
+  else if (addr < 0xFE00u) b.mem[GBX_MEM_WRAM + ((addr - 0xC000u) & 0x1FFFu)] = v;
+  else if (addr < 0xFF00u) b.mem[GBX_MEM_OAM + (addr - 0xFE00u)] = v;
+  else io_write(b, addr, v);
+}
+
+GBX_FN void bus_write(Bus& b, u32 addr, u8 v) {
+  if (addr - 0xC000u < 0x2000u) {
+    b.mem[GBX_MEM_WRAM + (addr - 0xC000u)] = v;
+    return;
+  }
+  if (addr - 0xFF80u < 0x7Fu) {
+    b.mem[GBX_MEM_IO + (addr & 0xFFu)] = v;
+    return;
+  }
+  bus_write_slow(b, addr, v);
+}
+
+// OAM DMA copies 160 bytes at once (the 640-cycle bus lock is not modelled).
+GBX_FN void oam_dma(Bus& b, u8 page) {
+  const u32 src = (u32)page << 8;
+  for (u32 i = 0; i < 160u; ++i) b.mem[GBX_MEM_OAM + i] = bus_read(b, src + i);
+}
+#endif

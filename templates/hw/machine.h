@@ -1,0 +1,31 @@
+// Per-env machine state while an env runs: loaded from the SoA state on entry, stored back on
+// exit. The CPU registers live in Cpu (sm83/cpu.h); everything the bus touches lives here.
+#define GBX_NEVER 0x7fffffffffffffffLL
+
+struct Bus {
+  i64 cycles;      // T-cycles since reset; every bus access charges 4 before it happens
+  i64 next_event;  // earliest cycle at which service_events() must run
+  u8* GBX_RESTRICT mem;  // this env's writable memory (layout in gbx_abi.h)
+  const u8* GBX_RESTRICT rom;
+  const u8* rom0;  // 0x0000-0x3FFF window (MBC1 mode 1 can bank it)
+  const u8* romx;  // 0x4000-0x7FFF window
+  u32 rom_size;
+  u32 mbc;
+  u32 cart_ram_size;
+  u32 cart_ram_offset;  // offset of the selected RAM bank inside cartridge RAM
+  u8 ie;
+  u8 iflag;
+  u8 mbc_rom_bank;
+  u8 mbc_ram_bank;
+  u8 mbc_ram_enable;
+  u8 mbc_mode;
+  u8 run_state;
+  u8 joyp_buttons;  // active-high: bit0 A, 1 B, 2 Select, 3 Start, 4 Right, 5 Left, 6 Up, 7 Down
+  i64 div_epoch;     // cycle at which the 16-bit system counter was 0
+  i64 timer_synced;  // TIMA is up to date at this cycle
+  i64 timer_event;   // cycle at which the next TIMA overflow becomes visible in IF
+  u8* GBX_RESTRICT serial_buf;
+  u32 serial_len;
+};
+
+GBX_FN u8* io_reg(Bus& b, u32 addr) { return b.mem + GBX_MEM_IO + (addr & 0xFFu); }

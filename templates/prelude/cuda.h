@@ -1,0 +1,14 @@
+// Device prelude: CUDA (NVRTC). One thread steps one env.
+#define GBX_DEVICE_CUDA 1
+#define GBX_FN static __device__ __forceinline__
+#define GBX_NOINLINE static __device__ __noinline__
+#define GBX_RESTRICT __restrict__
+#define GBX_LIKELY(x) __builtin_expect(!!(x), 1)
+#define GBX_UNLIKELY(x) __builtin_expect(!!(x), 0)
+typedef unsigned char u8;
+typedef signed char i8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef int i32;
+typedef long long i64;
+typedef unsigned long long u64;

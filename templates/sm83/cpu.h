@@ -1,0 +1,157 @@
+// SM83 registers and the helpers every instruction family is written with. Timing is charged
+// by the bus helpers (rd, wr, fetch8, idle): 4 T-cycles per M-cycle, so no family body
+// touches the cycle counter itself.
+#define FLAG_Z 0x80
+#define FLAG_N 0x40
+#define FLAG_H 0x20
+#define FLAG_C 0x10
+
+struct Cpu {
+  u8 a, f, b, c, d, e, h, l;
+  u16 pc, sp;
+  u8 ime;
+  u8 ei_delay;
+  u8 halt_bug;
+};
+
+// 16-bit register pairs by operand name: GET16(BC), SET16(HL, v).
+#define GET16(rr) GET16_##rr
+#define SET16(rr, v) SET16_##rr(v)
+#define GET16_BC ((u16)((cpu.b << 8) | cpu.c))
+#define GET16_DE ((u16)((cpu.d << 8) | cpu.e))
+#define GET16_HL ((u16)((cpu.h << 8) | cpu.l))
+#define GET16_AF ((u16)((cpu.a << 8) | cpu.f))
+#define GET16_SP (cpu.sp)
+#define SET16_BC(v) do { const u16 t_ = (u16)(v); cpu.b = (u8)(t_ >> 8); cpu.c = (u8)t_; } while (0)
+#define SET16_DE(v) do { const u16 t_ = (u16)(v); cpu.d = (u8)(t_ >> 8); cpu.e = (u8)t_; } while (0)
+#define SET16_HL(v) do { const u16 t_ = (u16)(v); cpu.h = (u8)(t_ >> 8); cpu.l = (u8)t_; } while (0)
+#define SET16_AF(v) do { const u16 t_ = (u16)(v); cpu.a = (u8)(t_ >> 8); cpu.f = (u8)t_ & 0xF0; } while (0)
+#define SET16_SP(v) do { cpu.sp = (u16)(v); } while (0)
+
+GBX_FN u8 flags(u32 z, u32 n, u32 h, u32 c) {
+  return (u8)((z ? FLAG_Z : 0) | (n ? FLAG_N : 0) | (h ? FLAG_H : 0) | (c ? FLAG_C : 0));
+}
+
+GBX_FN void idle(Bus& b) { b.cycles += 4; }
+GBX_FN u8 rd(Bus& b, u32 addr) {
+  b.cycles += 4;
+  return bus_read(b, addr & 0xFFFFu);
+}
+GBX_FN void wr(Bus& b, u32 addr, u8 v) {
+  b.cycles += 4;
+  bus_write(b, addr & 0xFFFFu, v);
+}
+GBX_FN u8 fetch8(Cpu& cpu, Bus& b) { return rd(b, cpu.pc++); }
+GBX_FN u16 fetch16(Cpu& cpu, Bus& b) {
+  const u8 lo = fetch8(cpu, b);
+  const u8 hi = fetch8(cpu, b);
+  return (u16)(lo | (hi << 8));
+}
+GBX_FN void push16(Cpu& cpu, Bus& b, u16 v) {
+  wr(b, --cpu.sp, (u8)(v >> 8));
+  wr(b, --cpu.sp, (u8)v);
+}
+GBX_FN u16 pop16(Cpu& cpu, Bus& b) {
+  const u8 lo = rd(b, cpu.sp++);
+  const u8 hi = rd(b, cpu.sp++);
+  return (u16)(lo | (hi << 8));
+}
+
+// 8-bit ALU (Pan Docs "CPU Instruction Set"): ADD ADC SUB SBC AND XOR OR CP.
+GBX_FN void alu_add(Cpu& cpu, u8 v) {
+  const u32 r = (u32)cpu.a + v;
+  cpu.f = flags((u8)r == 0, 0, ((cpu.a & 0xF) + (v & 0xF)) > 0xF, r > 0xFF);
+  cpu.a = (u8)r;
+}
+GBX_FN void alu_adc(Cpu& cpu, u8 v) {
+  const u32 carry = (cpu.f & FLAG_C) ? 1 : 0;
+  const u32 r = (u32)cpu.a + v + carry;
+  cpu.f = flags((u8)r == 0, 0, ((cpu.a & 0xF) + (v & 0xF) + carry) > 0xF, r > 0xFF);
+  cpu.a = (u8)r;
+}
+GBX_FN void alu_sub(Cpu& cpu, u8 v) {
+  const u32 r = (u32)cpu.a - v;
+  cpu.f = flags((u8)r == 0, 1, (cpu.a & 0xF) < (v & 0xF), cpu.a < v);
+  cpu.a = (u8)r;
+}
+GBX_FN void alu_sbc(Cpu& cpu, u8 v) {
+  const u32 carry = (cpu.f & FLAG_C) ? 1 : 0;
+  const i32 r = (i32)cpu.a - v - (i32)carry;
+  cpu.f = flags((u8)r == 0, 1, ((i32)(cpu.a & 0xF) - (i32)(v & 0xF) - (i32)carry) < 0, r < 0);
+  cpu.a = (u8)r;
+}
+GBX_FN void alu_and(Cpu& cpu, u8 v) {
+  cpu.a &= v;
+  cpu.f = flags(cpu.a == 0, 0, 1, 0);
+}
+GBX_FN void alu_xor(Cpu& cpu, u8 v) {
+  cpu.a ^= v;
+  cpu.f = flags(cpu.a == 0, 0, 0, 0);
+}
+GBX_FN void alu_or(Cpu& cpu, u8 v) {
+  cpu.a |= v;
+  cpu.f = flags(cpu.a == 0, 0, 0, 0);
+}
+GBX_FN void alu_cp(Cpu& cpu, u8 v) {
+  cpu.f = flags(cpu.a == v, 1, (cpu.a & 0xF) < (v & 0xF), cpu.a < v);
+}
+
+GBX_FN u8 alu_inc(Cpu& cpu, u8 v) {
+  const u8 r = (u8)(v + 1);
+  cpu.f = (u8)(flags(r == 0, 0, (v & 0xF) == 0xF, 0) | (cpu.f & FLAG_C));
+  return r;
+}
+GBX_FN u8 alu_dec(Cpu& cpu, u8 v) {
+  const u8 r = (u8)(v - 1);
+  cpu.f = (u8)(flags(r == 0, 1, (v & 0xF) == 0, 0) | (cpu.f & FLAG_C));
+  return r;
+}
+
+// CB rotates and shifts: RLC RRC RL RR SLA SRA SWAP SRL. Z from the result.
+GBX_FN u8 rot_rlc(Cpu& cpu, u8 v) {
+  const u8 r = (u8)((v << 1) | (v >> 7));
+  cpu.f = flags(r == 0, 0, 0, v & 0x80);
+  return r;
+}
+GBX_FN u8 rot_rrc(Cpu& cpu, u8 v) {
+  const u8 r = (u8)((v >> 1) | (v << 7));
+  cpu.f = flags(r == 0, 0, 0, v & 1);
+  return r;
+}
+GBX_FN u8 rot_rl(Cpu& cpu, u8 v) {
+  const u8 r = (u8)((v << 1) | ((cpu.f & FLAG_C) ? 1 : 0));
+  cpu.f = flags(r == 0, 0, 0, v & 0x80);
+  return r;
+}
+GBX_FN u8 rot_rr(Cpu& cpu, u8 v) {
+  const u8 r = (u8)((v >> 1) | ((cpu.f & FLAG_C) ? 0x80 : 0));
+  cpu.f = flags(r == 0, 0, 0, v & 1);
+  return r;
+}
+GBX_FN u8 rot_sla(Cpu& cpu, u8 v) {
+  const u8 r = (u8)(v << 1);
+  cpu.f = flags(r == 0, 0, 0, v & 0x80);
+  return r;
+}
+GBX_FN u8 rot_sra(Cpu& cpu, u8 v) {
+  const u8 r = (u8)((v >> 1) | (v & 0x80));
+  cpu.f = flags(r == 0, 0, 0, v & 1);
+  return r;
+}
+GBX_FN u8 rot_swap(Cpu& cpu, u8 v) {
+  const u8 r = (u8)((v << 4) | (v >> 4));
+  cpu.f = flags(r == 0, 0, 0, 0);
+  return r;
+}
+GBX_FN u8 rot_srl(Cpu& cpu, u8 v) {
+  const u8 r = (u8)(v >> 1);
+  cpu.f = flags(r == 0, 0, 0, v & 1);
+  return r;
+}
+
+// SP + signed 8-bit offset (ADD SP,e8 and LD HL,SP+e8): H and C from the low byte.
+GBX_FN u16 sp_plus_e8(Cpu& cpu, u8 e) {
+  const u16 r = (u16)(cpu.sp + (i8)e);
+  cpu.f = flags(0, 0, ((cpu.sp & 0xF) + (e & 0xF)) > 0xF, ((cpu.sp & 0xFF) + e) > 0xFF);
+  return r;
+}

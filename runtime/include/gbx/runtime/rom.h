@@ -37,7 +37,15 @@ constexpr size_t kMaxRomSize = 2u << 20;
 // header checksum. Errors are one line naming the problem.
 Result<CartHeader> parse_header(const std::vector<uint8_t>& bytes);
 
-// "builtin:NAME" or a file path.
+// Pan Docs header checksum: x = 0; x = x - rom[i] - 1 for i in 0x134..0x14C.
+// Needs at least 0x150 bytes.
+uint8_t compute_header_checksum(const std::vector<uint8_t>& bytes);
+// Big-endian-stored 16-bit sum of every byte except 0x14E-0x14F (real hardware ignores it).
+uint16_t compute_global_checksum(const std::vector<uint8_t>& bytes);
+// Pan Docs name of a cartridge type byte ("MBC3+RAM+BATTERY"), or nullptr if unknown.
+const char* cart_type_name(uint8_t cart_type);
+
+// "builtin:NAME" or a file path. Files are size-checked before they are read.
 Result<Rom> load_rom(const std::string& spec);
 Result<Rom> rom_from_bytes(std::string name, std::vector<uint8_t> bytes);
 

@@ -1,0 +1,221 @@
+// Driver API loader. Without a driver (this machine, CI) it must fail fast with one
+// "no CUDA device: ..." line; the toolkit's stub libcuda must be recognised as such. Where a
+// device exists, the last case does a real round trip through NVRTC and the driver.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "gbx/engine/cuda_driver.h"
+#include "gbx/engine/nvrtc_compiler.h"
+
+#ifndef GBX_TEST_CUDA_STUB_LIBCUDA
+#define GBX_TEST_CUDA_STUB_LIBCUDA "/usr/local/cuda/lib64/stubs/libcuda.so"
+#endif
+
+using namespace gbx;
+
+namespace {
+
+// CTest marks a whole executable skipped when its output says "[skipped]", even if a case
+// failed. So the device case, which runs last, only says so when nothing has failed before.
+int g_failed_asserts = 0;
+
+struct FailureCounter : doctest::IReporter {
+  explicit FailureCounter(const doctest::ContextOptions&) {}
+  void report_query(const doctest::QueryData&) override {}
+  void test_run_start() override {}
+  void test_run_end(const doctest::TestRunStats&) override {}
+  void test_case_start(const doctest::TestCaseData&) override {}
+  void test_case_reenter(const doctest::TestCaseData&) override {}
+  void test_case_end(const doctest::CurrentTestCaseStats&) override {}
+  void test_case_exception(const doctest::TestCaseException&) override { ++g_failed_asserts; }
+  void subcase_start(const doctest::SubcaseSignature&) override {}
+  void subcase_end() override {}
+  void log_assert(const doctest::AssertData& a) override {
+    if (a.m_failed) ++g_failed_asserts;
+  }
+  void log_message(const doctest::MessageData&) override {}
+  void test_case_skipped(const doctest::TestCaseData&) override {}
+};
+REGISTER_LISTENER("gbx_failure_counter", 1, FailureCounter);
+
+bool one_line_no_device(const Error& e) {
+  return e.kind == ErrorKind::NoDevice && e.message.rfind("no CUDA device: ", 0) == 0 &&
+         e.message.find('\n') == std::string::npos;
+}
+
+Status alloc_too_much(const CudaDriver& drv) {
+  CUdeviceptr p = 0;
+  GBX_CHECK_CU(drv, cuMemAlloc(&p, size_t(1) << 62));
+  return ok_status();
+}
+
+const char* kRoundTripKernel = R"(
+typedef struct RtParams { const int* in; int* out; int n; int add; } RtParams;
+extern "C" __global__ void gbx_step(const RtParams p) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < p.n) p.out[i] = p.in[i] * 3 + p.add;
+}
+)";
+
+struct RtParams {
+  const int* in;
+  int* out;
+  int n;
+  int add;
+};
+
+}  // namespace
+
+TEST_CASE("CudaDriver::get reports a missing driver as one NoDevice line") {
+  auto first = CudaDriver::get();
+  if (first.ok()) {
+    CHECK((*first)->device_count() > 0);
+    CHECK((*first)->driver_version() >= 11000);
+    CHECK(static_cast<bool>((*first)->cuLaunchKernel));
+    CHECK(static_cast<bool>((*first)->cuCtxSynchronize));
+    return;
+  }
+  const Error& e = first.error();
+  INFO("message: ", e.message);
+  CHECK(one_line_no_device(e));
+  // Loaded once: the second call answers with the same error.
+  auto second = CudaDriver::get();
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.error().message == e.message);
+  MESSAGE("CudaDriver::get(): ", e.message);
+}
+
+TEST_CASE("no libcuda.so.1 on the search path: the documented message") {
+  auto loaded = CudaDriver::load("libcuda.so.1");
+  if (loaded.ok()) return;  // a driver is installed; the get() case covers it
+  const Error& e = loaded.error();
+  CHECK(one_line_no_device(e));
+  bool known = e.message == "no CUDA device: libcuda.so.1 not found (no NVIDIA driver installed)" ||
+               e.message == "no CUDA device: only the CUDA toolkit's stub libcuda is present" ||
+               e.message.rfind("no CUDA device: cuInit failed: ", 0) == 0 ||
+               e.message == "no CUDA device: the NVIDIA driver reports no devices";
+  CHECK_MESSAGE(known, e.message);
+}
+
+TEST_CASE("a library path that does not exist") {
+  auto loaded = CudaDriver::load("/nonexistent/gbx/libcuda.so.1");
+  REQUIRE_FALSE(loaded.ok());
+  CHECK(one_line_no_device(loaded.error()));
+  CHECK(loaded.error().message ==
+        "no CUDA device: /nonexistent/gbx/libcuda.so.1 not found (no NVIDIA driver installed)");
+  CHECK_FALSE(loaded.error().detail.empty());  // dlerror()
+}
+
+TEST_CASE("the toolkit's stub libcuda is reported as such") {
+  if (!std::filesystem::exists(GBX_TEST_CUDA_STUB_LIBCUDA)) {
+    MESSAGE("no stub libcuda at " GBX_TEST_CUDA_STUB_LIBCUDA);
+    return;
+  }
+  auto loaded = CudaDriver::load(GBX_TEST_CUDA_STUB_LIBCUDA);
+  REQUIRE_FALSE(loaded.ok());
+  CHECK(one_line_no_device(loaded.error()));
+  CHECK(loaded.error().message ==
+        "no CUDA device: only the CUDA toolkit's stub libcuda is present");
+}
+
+TEST_CASE("a shared library that is not a CUDA driver") {
+  auto loaded = CudaDriver::load("libm.so.6");
+  REQUIRE_FALSE(loaded.ok());
+  CHECK(one_line_no_device(loaded.error()));
+  CHECK(loaded.error().message.find("has no cuInit") != std::string::npos);
+}
+
+TEST_CASE("CUresult names without a driver") {
+  CHECK(cu_result_name(CUDA_ERROR_STUB_LIBRARY) == "CUDA_ERROR_STUB_LIBRARY");
+  CHECK(cu_result_name(CUDA_ERROR_NO_DEVICE) == "CUDA_ERROR_NO_DEVICE");
+  CHECK(cu_result_name(CUDA_ERROR_OUT_OF_MEMORY) == "CUDA_ERROR_OUT_OF_MEMORY");
+  CHECK(cu_result_name(static_cast<CUresult>(12345)) == "CUresult 12345");
+}
+
+TEST_CASE("launch shapes cover every thread") {
+  LaunchShape s = launch_shape(1000, 256);
+  CHECK(s.block == 256);
+  CHECK(s.grid == 4);
+  CHECK(launch_shape(1024, 256).grid == 4);
+  CHECK(launch_shape(1025, 256).grid == 5);
+  CHECK(launch_shape(1, 128).grid == 1);
+  CHECK(launch_shape(0, 128).grid == 1);  // a launch needs one block; the kernel bounds-checks
+  CHECK(launch_shape(100, 0).block == 1);
+  CHECK(launch_shape(100, 0).grid == 100);
+  CHECK(launch_shape(4096LL * 1024, 1024).grid == 4096);
+}
+
+// Keep last (see FailureCounter).
+TEST_CASE("device round trip: NVRTC -> module -> launch -> read back") {
+  auto drv = CudaDriver::get();
+  if (!drv.ok()) {
+    if (g_failed_asserts == 0)
+      MESSAGE("[skipped] ", drv.error().message);
+    else
+      MESSAGE("no device round trip (", drv.error().message, ") and earlier cases failed");
+    return;
+  }
+  auto ctx_r = CudaContext::open(0);
+  REQUIRE_MESSAGE(ctx_r.ok(), ctx_r.error().message);
+  CudaContext& ctx = **ctx_r;
+  MESSAGE("device 0: ", ctx.name(), " ", ctx.arch(), ", driver ", ctx.driver_version(), ", NVRTC ",
+          nvrtc_version());
+  CHECK(ctx.sm() >= 50);
+  CHECK_FALSE(ctx.name().empty());
+
+  auto target = select_cuda_target(ctx.sm(), nvrtc_supported_archs());
+  REQUIRE_MESSAGE(target.ok(), target.error().message);
+  NvrtcOptions opts;
+  opts.archs = {target->arch};
+  auto compiled = nvrtc_compile(kRoundTripKernel, "gbx_round_trip.cu", opts);
+  REQUIRE_MESSAGE(compiled.ok(), compiled.error().message);
+  const NvrtcArchOutput& out = compiled->cubins.at(0);
+
+  for (ModuleImage kind : {ModuleImage::Cubin, ModuleImage::Ptx}) {
+    if (kind == ModuleImage::Cubin && !target->cubin) continue;
+    INFO((kind == ModuleImage::Cubin ? "CUBIN" : "PTX"));
+    auto mod = CudaModule::load(ctx, kind == ModuleImage::Cubin ? out.cubin : out.ptx, kind);
+    REQUIRE_MESSAGE(mod.ok(), mod.error().message, "\n", mod.error().detail);
+    auto fn = mod->function("gbx_step");
+    REQUIRE_MESSAGE(fn.ok(), fn.error().message);
+    auto missing = mod->function("no_such_kernel");
+    CHECK_FALSE(missing.ok());
+
+    const int n = 10000;
+    std::vector<int> in(n), result(n, -1);
+    for (int i = 0; i < n; ++i) in[i] = i - 5000;
+    auto in_buf = DeviceBuffer::alloc(ctx, n * sizeof(int));
+    auto out_buf = DeviceBuffer::alloc(ctx, n * sizeof(int));
+    REQUIRE(in_buf.ok());
+    REQUIRE(out_buf.ok());
+    REQUIRE(in_buf->upload(in.data(), in.size() * sizeof(int)).ok());
+    REQUIRE(out_buf->fill(0xff).ok());
+    CHECK_FALSE(in_buf->upload(in.data(), sizeof(int), n * sizeof(int)).ok());  // past the end
+
+    RtParams p{in_buf->as<const int>(), out_buf->as<int>(), n, 7};
+    void* args[] = {&p};
+    auto shape = occupancy_launch_shape(ctx.driver(), *fn, n);
+    REQUIRE_MESSAGE(shape.ok(), shape.error().message);
+    CHECK(shape->block >= 32);
+    CHECK(static_cast<long long>(shape->grid) * shape->block >= n);
+
+    auto stream = CudaStream::create(ctx);
+    REQUIRE(stream.ok());
+    REQUIRE(launch_kernel(ctx.driver(), *fn, *shape, args, stream->get()).ok());
+    REQUIRE(out_buf->download(result.data(), result.size() * sizeof(int), 0, stream->get()).ok());
+    REQUIRE(stream->synchronize().ok());
+    int wrong = 0;
+    for (int i = 0; i < n; ++i) wrong += result[i] != in[i] * 3 + 7;
+    CHECK(wrong == 0);
+  }
+
+  Status oom = alloc_too_much(ctx.driver());
+  REQUIRE_FALSE(oom.ok());
+  CHECK(oom.error().message.find("cuMemAlloc(&p, size_t(1) << 62) failed: CUDA_ERROR_") == 0);
+  CHECK(oom.error().message.find("test_cuda_driver.cpp:") != std::string::npos);
+  REQUIRE(ctx.synchronize().ok());
+}

@@ -1,0 +1,119 @@
+// gbx-run run: run a ROM on a backend and print the final state.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "commands.h"
+#include "gbx/runtime/backend.h"
+#include "gbx/runtime/conformance.h"
+#include "gbx/runtime/rom.h"
+#include "gbx/runtime/rom_builder.h"
+#include "tool_common.h"
+
+namespace {
+
+using namespace gbx;
+
+struct RunOptions {
+  std::string rom = "builtin:ALU_LOOP";
+  std::string backend = "cpu";
+  std::string stage = "full_step";
+  long long envs = 1;
+  long long frames = 60;
+  int frames_per_step = 1;
+  int threads = 0;
+  int device_index = 0;
+  int env = 0;
+  bool print_state = false;
+  bool serial = false;
+  bool verbose = false;
+};
+
+void print_state(int env, const CpuState& s) {
+  std::printf(
+      "env %d: PC=%04X SP=%04X A=%02X F=%02X B=%02X C=%02X D=%02X E=%02X H=%02X L=%02X "
+      "IME=%d flags=%c%c%c%c cycles=%lld instrs=%lld%s\n",
+      env, s.pc, s.sp, s.a, s.f, s.b, s.c, s.d, s.e, s.h, s.l, s.ime, (s.f & 0x80) ? 'Z' : '-',
+      (s.f & 0x40) ? 'N' : '-', (s.f & 0x20) ? 'H' : '-', (s.f & 0x10) ? 'C' : '-',
+      (long long)s.cycle_count, (long long)s.instr_count,
+      s.trap_kind ? " TRAPPED" : (s.run_state == 1 ? " HALTED" : s.run_state == 2 ? " STOPPED" : ""));
+  if (s.trap_kind)
+    std::printf("env %d: trapped: illegal opcode %02X at %04X\n", env, s.trap_opcode, s.trap_pc);
+}
+
+int cmd_run(const RunOptions& o) {
+  auto stage = parse_stage(o.stage);
+  if (!stage) return tool::fail(make_error(ErrorKind::Usage, "unknown stage '" + o.stage + "'"));
+  if (o.envs < 1 || o.envs > 0x7fffffff)
+    return tool::fail(make_error(ErrorKind::Usage, "--envs must be between 1 and 2147483647"));
+  if (o.frames < 1) return tool::fail(make_error(ErrorKind::Usage, "--frames must be at least 1"));
+  if (o.frames_per_step < 1)
+    return tool::fail(make_error(ErrorKind::Usage, "--frames-per-step must be at least 1"));
+  auto rom = load_rom(o.rom);
+  if (!rom) return tool::fail(rom.error());
+  BackendConfig cfg;
+  cfg.num_envs = (int)o.envs;
+  cfg.frames_per_step = o.frames_per_step;
+  cfg.stage = *stage;
+  cfg.threads = o.threads;
+  cfg.device_index = o.device_index;
+  cfg.verbose = o.verbose;
+  auto backend = make_backend(o.backend, rom.value(), cfg);
+  if (!backend) return tool::fail(backend.error());
+  Backend& be = *backend.value();
+  if (o.env < 0 || o.env >= be.num_envs())
+    return tool::fail(make_error(ErrorKind::Usage, "--env " + std::to_string(o.env) + " out of range"));
+  const long long steps = (o.frames + o.frames_per_step - 1) / o.frames_per_step;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (long long i = 0; i < steps; ++i)
+    if (auto st = be.step({}); !st) return tool::fail(st.error());
+  if (auto st = be.sync(); !st) return tool::fail(st.error());
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double frames = (double)steps * o.frames_per_step * (double)o.envs;
+  std::printf("rom %s (%s, %zu bytes)  backend %s  envs %lld  frames %lld  stage %s\n",
+              rom->name.c_str(), rom->sha256.substr(0, 12).c_str(), rom->bytes.size(),
+              be.name().c_str(), o.envs, steps * o.frames_per_step, o.stage.c_str());
+  std::printf("ran %.0f env-frames in %.3f s: %.0f frames/s\n", frames, secs, frames / secs);
+  if (!be.kernel_key().empty()) std::printf("kernel %s\n", be.kernel_key().c_str());
+  if (o.print_state || !o.serial) {
+    auto s = be.get_cpu_state(o.env);
+    if (!s) return tool::fail(s.error());
+    print_state(o.env, s.value());
+  }
+  if (o.serial) {
+    for (int i = 0; i < be.num_envs(); ++i) {
+      auto text = be.serial_output(i);
+      if (!text) return tool::fail(text.error());
+      std::printf("serial[%d]: %s\n", i, text.value().c_str());
+    }
+  }
+  return 0;
+}
+
+
+}  // namespace
+
+namespace gbx::tool {
+
+void register_run(CLI::App& app, Commands& cmds) {
+  static RunOptions run;
+  auto* r = app.add_subcommand("run", "run a ROM for some frames and print the final state");
+  r->add_option("--rom", run.rom, "ROM path or builtin:NAME")->capture_default_str();
+  r->add_option("--backend", run.backend, "cpu | cuda | mgba")->capture_default_str();
+  r->add_option("--stage", run.stage, "emulate_only | reward_only | obs_only | full_step")
+      ->capture_default_str();
+  r->add_option("--envs", run.envs, "number of emulated Game Boys")->capture_default_str();
+  r->add_option("--frames", run.frames, "frames to run each env")->capture_default_str();
+  r->add_option("--frames-per-step", run.frames_per_step, "frames per step() call")
+      ->capture_default_str();
+  r->add_option("--threads", run.threads, "cpu threads (0 = all cores)")->capture_default_str();
+  r->add_option("--device-index", run.device_index, "cuda device")->capture_default_str();
+  r->add_option("--env", run.env, "env whose state is printed")->capture_default_str();
+  r->add_flag("--print-state", run.print_state, "print env registers");
+  r->add_flag("--serial", run.serial, "print each env's serial output");
+  r->add_flag("--verbose", run.verbose, "backend logs");
+  cmds.emplace_back(r, [] { return cmd_run(run); });
+}
+
+}  // namespace gbx::tool

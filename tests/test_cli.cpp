@@ -1,0 +1,129 @@
+// The tools on bad input: one line naming the problem and a non-zero exit, never a crash;
+// a corrupt cache entry is recompiled; two processes compiling one key both succeed.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <random>
+
+#include "gbx/runtime/rom_builder.h"
+#include "test_util.h"
+
+using namespace gbx;
+using test::run_command;
+using test::tool;
+
+namespace {
+
+void write_file(const std::filesystem::path& p, const std::vector<uint8_t>& bytes) {
+  std::ofstream f(p, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(bytes.data()), (std::streamsize)bytes.size());
+}
+
+// Exactly one line, starting with "error:" and containing `needle`.
+void check_one_line_error(const test::CommandResult& r, int exit_code, const std::string& needle) {
+  CAPTURE(r.output);
+  CHECK(r.exit_code == exit_code);
+  CHECK(test::count_lines(r.output) == 1);
+  CHECK(r.output.rfind("error: ", 0) == 0);
+  CHECK(r.output.find(needle) != std::string::npos);
+}
+
+std::string run_rom(const std::filesystem::path& rom, const std::string& extra = "") {
+  return tool("gbx-run") + " run --rom '" + rom.string() + "' --frames 1 " + extra;
+}
+
+}  // namespace
+
+TEST_CASE("bad ROMs give one-line errors") {
+  test::TempDir d;
+  write_file(d.path / "empty.gb", {});
+  check_one_line_error(run_command(run_rom(d.path / "empty.gb")), 1, "empty");
+
+  write_file(d.path / "trunc.gb", std::vector<uint8_t>(1000, 0));
+  check_one_line_error(run_command(run_rom(d.path / "trunc.gb")), 1, "truncated");
+
+  std::vector<uint8_t> big(16u << 20);
+  std::mt19937 rng(1);
+  for (auto& b : big) b = (uint8_t)rng();
+  write_file(d.path / "random.gb", big);
+  check_one_line_error(run_command(run_rom(d.path / "random.gb")), 1, "16777216");
+
+  RomSpec spec;
+  spec.cart_type = 0x13;
+  spec.program = {0x18, 0xFE};
+  auto mbc3 = try_build_rom(spec);
+  REQUIRE(mbc3.ok());
+  write_file(d.path / "mbc3.gb", mbc3.value());
+  check_one_line_error(run_command(run_rom(d.path / "mbc3.gb")), 1,
+                       "unsupported cartridge type 0x13");
+
+  check_one_line_error(run_command(run_rom(d.path / "missing.gb")), 1, "missing.gb");
+  check_one_line_error(run_command(tool("gbx-run") + " run --rom builtin:NOPE"), 1, "NOPE");
+}
+
+TEST_CASE("bad CLI values give one-line errors with exit code 2") {
+  check_one_line_error(run_command(tool("gbx-run") + " run --envs 0"), 2, "--envs");
+  const auto huge = run_command(tool("gbx-run") + " run --envs 100000000");
+  check_one_line_error(huge, 2, "needs");
+  CHECK(huge.output.find("GiB") != std::string::npos);
+  check_one_line_error(run_command(tool("gbx-run") + " run --stage nope"), 2, "unknown stage");
+  check_one_line_error(run_command(tool("gbx-run") + " run --frames 0"), 2, "--frames");
+  check_one_line_error(run_command(tool("gbx-run") + " run --backend nope"), 2, "unknown backend");
+  check_one_line_error(run_command(tool("gbx-synth") + " emit --stage nope"), 2, "unknown stage");
+  check_one_line_error(run_command(tool("gbx-synth") + " emit --device tpu"), 2, "unknown device");
+}
+
+TEST_CASE("gbx-synth emit --device cuda prints a CUDA kernel without placeholders") {
+  const auto r = run_command(tool("gbx-synth") + " emit --stage full_step --device cuda");
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("__global__") != std::string::npos);
+  CHECK(r.output.find("{{") == std::string::npos);
+}
+
+TEST_CASE("a corrupt module.o in the cache is recompiled with a warning") {
+  test::TempDir d;
+  const std::string env = "GBX_CACHE_DIR='" + d.path.string() + "' ";
+  const std::string compile =
+      env + tool("gbx-synth") + " compile --stage emulate_only --device cpu";
+  auto first = run_command(compile);
+  REQUIRE_MESSAGE(first.exit_code == 0, first.output);
+  CHECK(first.output.find("compiled") != std::string::npos);
+  CHECK(run_command(compile).output.find("cached") != std::string::npos);
+
+  std::filesystem::path object;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(d.path))
+    if (e.path().filename() == "module.o") object = e.path();
+  REQUIRE(!object.empty());
+  {
+    std::fstream f(object, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(64);
+    f.write("garbage!", 8);
+  }
+  auto again = run_command(compile);
+  CAPTURE(again.output);
+  CHECK(again.exit_code == 0);
+  CHECK(again.output.find("warning: cache: entry") != std::string::npos);
+  CHECK(again.output.find("compiled") != std::string::npos);
+  // And the run path recovers the same way: truncate, then run a ROM on that stage.
+  std::filesystem::resize_file(object, 10);
+  auto run = run_command(env + tool("gbx-run") + " run --stage emulate_only --frames 2");
+  CHECK_MESSAGE(run.exit_code == 0, run.output);
+}
+
+TEST_CASE("two processes compiling one key at once both succeed") {
+  test::TempDir d;
+  const std::string cmd = "GBX_CACHE_DIR='" + d.path.string() + "' " + tool("gbx-synth") +
+                          " compile --stage reward_only --device cpu";
+  auto r = run_command("(" + cmd + " > '" + (d.path / "a.txt").string() + "' 2>&1 & " + cmd +
+                       " > '" + (d.path / "b.txt").string() + "' 2>&1 & wait) && " + cmd);
+  CAPTURE(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("cached") != std::string::npos);
+  for (const char* f : {"a.txt", "b.txt"}) {
+    std::ifstream in(d.path / f);
+    std::string s((std::istreambuf_iterator<char>(in)), {});
+    CAPTURE(s);
+    CHECK((s.find("compiled") != std::string::npos || s.find("cached") != std::string::npos));
+    CHECK(s.find("error") == std::string::npos);
+  }
+}

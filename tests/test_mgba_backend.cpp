@@ -1,0 +1,378 @@
+// The mgba reference backend: post-boot state, the GBX frame rule, determinism, side-effect-
+// free memory reads, serial capture, HALT and trap handling, per-instruction stepping.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gbx/runtime/mgba_backend.h"
+#include "gbx/runtime/rom.h"
+#include "gbx/runtime/rom_builder.h"
+#include "gbx_abi.h"
+
+using gbx::BackendConfig;
+using gbx::CpuState;
+using gbx::MgbaBackend;
+using gbx::MgbaStepKind;
+using Bytes = std::vector<uint8_t>;
+
+namespace {
+
+constexpr int kFrame = 70224;
+// The longest SM83 instruction (CALL/RST/interrupt dispatch) is 24 T-cycles, so the frame
+// rule never overshoots by 24 or more while the CPU runs.
+constexpr int kMaxOvershoot = 24;
+
+const Bytes kAluLoop = {0x3E, 0x00, 0x06, 0x00, 0x3C, 0x80, 0x04, 0x18, 0xFB};
+
+gbx::Rom make_rom(const Bytes& program,
+                  std::vector<std::pair<uint32_t, std::vector<uint8_t>>> patches = {}) {
+  gbx::RomSpec spec;
+  spec.program = program;
+  spec.patches = std::move(patches);
+  auto rom = gbx::rom_from_bytes("test", gbx::build_rom(spec));
+  REQUIRE_MESSAGE(rom.ok(), (rom.ok() ? "" : rom.error().message));
+  return rom.value();
+}
+
+std::unique_ptr<MgbaBackend> make_backend(const gbx::Rom& rom, BackendConfig cfg = {}) {
+  auto b = MgbaBackend::create(rom, cfg);
+  REQUIRE_MESSAGE(b.ok(), (b.ok() ? "" : b.error().message));
+  return std::move(b.value());
+}
+
+CpuState state(MgbaBackend& b, int env = 0) {
+  auto s = b.get_cpu_state(env);
+  REQUIRE(s.ok());
+  return s.value();
+}
+
+Bytes mem(MgbaBackend& b, uint32_t lo, uint32_t hi, int env = 0) {
+  auto m = b.read_memory(env, lo, hi);
+  REQUIRE(m.ok());
+  return m.value();
+}
+
+void step(MgbaBackend& b, const std::vector<int32_t>& actions = {}) {
+  auto st = b.step(actions);
+  REQUIRE_MESSAGE(st.ok(), (st.ok() ? "" : st.error().message));
+}
+
+void step_instr(MgbaBackend& b, int env = 0) { REQUIRE(b.step_instruction(env).ok()); }
+
+}  // namespace
+
+TEST_CASE("mgba: reset gives the DMG skip-BIOS state") {
+  auto b = make_backend(make_rom(kAluLoop));
+  const CpuState s = state(*b);
+  CHECK(s.pc == 0x0100);
+  CHECK(s.sp == 0xFFFE);
+  CHECK(s.a == 0x01);  // DMG (MGB would be 0xFF, CGB 0x11)
+  CHECK(s.f == 0xB0);
+  CHECK(s.b == 0x00);
+  CHECK(s.c == 0x13);
+  CHECK(s.d == 0x00);
+  CHECK(s.e == 0xD8);
+  CHECK(s.h == 0x01);
+  CHECK(s.l == 0x4D);
+  CHECK(s.ime == 0);
+  CHECK(s.run_state == GBX_RUN_ACTIVE);
+  CHECK(s.cycle_count == 0);
+  CHECK(s.instr_count == 0);
+  CHECK(s.trap_kind == GBX_TRAP_NONE);
+  const Bytes io = mem(*b, 0xFF40, 0xFF42);
+  CHECK(io[0] == 0x91);  // LCDC
+  CHECK(mem(*b, 0xFF0F, 0x10)[0] == 0xE1);  // IF: VBlank left pending by the boot sequence
+  CHECK(mem(*b, 0xFFFF, 0x10000)[0] == 0x00);
+}
+
+TEST_CASE("mgba: one frame of ALU_LOOP is instruction-exact") {
+  auto b = make_backend(make_rom(kAluLoop));
+  // Step through the first instructions one by one: NOP, JP a16, LD A,d8, LD B,d8.
+  const int expect[] = {4, 16, 8, 8};
+  int64_t t = 0;
+  for (int cyc : expect) {
+    step_instr(*b);
+    t += cyc;
+    CHECK(b->cycles(0).value() == t);
+  }
+  CHECK(state(*b).pc == 0x0154);
+  CHECK(state(*b).instr_count == 4);
+
+  auto c = make_backend(make_rom(kAluLoop));
+  step(*c);
+  const CpuState s = state(*c);
+  CHECK(s.cycle_count >= kFrame);
+  CHECK(s.cycle_count < kFrame + kMaxOvershoot);
+  CHECK(c->cycle_in_frame(0).value() == s.cycle_count - kFrame);
+  CHECK(c->frames(0).value() == 1);
+  // The loop body INC A; ADD A,B; INC B; JR -5 is 4+4+4+12 = 24 T-cycles for 4 instructions;
+  // before it: NOP, JP, LD A, LD B = 36 T-cycles. The frame ends on the first instruction
+  // boundary at or after 70224.
+  const int64_t in_loop = s.instr_count - 4;
+  const int64_t loop_cycles = (in_loop / 4) * 24 + (in_loop % 4) * 4;
+  CHECK(36 + loop_cycles == s.cycle_count);
+  // And the registers follow from the iteration count: A = sum of 1 + B over iterations.
+  const int64_t iters = in_loop / 4;
+  uint8_t a = 0, bb = 0;
+  for (int64_t i = 0; i < iters; ++i) {
+    a = static_cast<uint8_t>(a + 1);
+    a = static_cast<uint8_t>(a + bb);
+    bb = static_cast<uint8_t>(bb + 1);
+  }
+  const int64_t rest = in_loop % 4;
+  if (rest >= 1) a = static_cast<uint8_t>(a + 1);
+  if (rest >= 2) a = static_cast<uint8_t>(a + bb);
+  if (rest >= 3) bb = static_cast<uint8_t>(bb + 1);
+  CHECK(s.a == a);
+  CHECK(s.b == bb);
+
+  // The second frame starts from the carried overshoot.
+  step(*c);
+  const CpuState s2 = state(*c);
+  CHECK(s2.cycle_count >= 2 * kFrame);
+  CHECK(s2.cycle_count < 2 * kFrame + kMaxOvershoot);
+  CHECK(c->frames(0).value() == 2);
+}
+
+TEST_CASE("mgba: step() and step_instruction() follow the same frame rule") {
+  auto rom = make_rom(kAluLoop);
+  auto whole = make_backend(rom);
+  auto fine = make_backend(rom);
+  step(*whole);
+  step(*whole);
+  // Instruction by instruction until two frames have completed.
+  while (fine->frames(0).value() < 2) step_instr(*fine);
+  const CpuState a = state(*whole), b = state(*fine);
+  CHECK(a.cycle_count == b.cycle_count);
+  CHECK(a.instr_count == b.instr_count);
+  CHECK(a.pc == b.pc);
+  CHECK(a.a == b.a);
+  CHECK(a.b == b.b);
+  CHECK(whole->cycle_in_frame(0).value() == fine->cycle_in_frame(0).value());
+}
+
+TEST_CASE("mgba: envs are independent and deterministic") {
+  BackendConfig cfg;
+  cfg.num_envs = 3;
+  cfg.threads = 2;
+  auto b = make_backend(make_rom(kAluLoop), cfg);
+  for (int i = 0; i < 3; ++i) step(*b, {0, 0x81, 0x7F});
+  const CpuState s0 = state(*b, 0);
+  for (int env = 1; env < 3; ++env) {
+    const CpuState s = state(*b, env);
+    CHECK(s.pc == s0.pc);
+    CHECK(s.a == s0.a);
+    CHECK(s.b == s0.b);
+    CHECK(s.f == s0.f);
+    CHECK(s.cycle_count == s0.cycle_count);
+    CHECK(s.instr_count == s0.instr_count);
+    CHECK(mem(*b, 0x8000, 0x10000, env) == mem(*b, 0x8000, 0x10000, 0));
+  }
+  // A fresh backend replays the same run, and reset() starts it over.
+  auto again = make_backend(make_rom(kAluLoop));
+  for (int i = 0; i < 3; ++i) step(*again);
+  CHECK(state(*again).cycle_count == s0.cycle_count);
+  CHECK(state(*again).a == s0.a);
+  REQUIRE(b->reset(0).ok());
+  CHECK(state(*b, 2).pc == 0x0100);
+  CHECK(state(*b, 2).cycle_count == 0);
+  CHECK(state(*b, 2).instr_count == 0);
+}
+
+TEST_CASE("mgba: read_memory has no side effects") {
+  // Writes a marker to WRAM, then loops.
+  auto b = make_backend(make_rom({0x3E, 0x5A, 0xEA, 0x00, 0xC0, 0x18, 0xFE}));
+  step(*b);
+  const Bytes all1 = mem(*b, 0x0000, 0x10000);
+  const CpuState s1 = state(*b);
+  const Bytes all2 = mem(*b, 0x0000, 0x10000);
+  const CpuState s2 = state(*b);
+  CHECK(all1 == all2);
+  CHECK(all1.size() == 0x10000);
+  CHECK(all1[0xC000] == 0x5A);
+  CHECK(all1[0xE000] == 0x5A);  // echo RAM
+  CHECK(all1[0x0100] == 0x00);
+  CHECK(all1[0x0101] == 0xC3);
+  CHECK(s1.cycle_count == s2.cycle_count);
+
+  // Reading DIV (FF04) does not reset it: it keeps counting from where it was.
+  auto c = make_backend(make_rom({0x00, 0x18, 0xFD}));
+  step(*c);
+  const uint8_t div0 = mem(*c, 0xFF04, 0xFF05)[0];
+  for (int i = 0; i < 50; ++i) (void)mem(*c, 0xFF04, 0xFF05);
+  CHECK(mem(*c, 0xFF04, 0xFF05)[0] == div0);
+  const CpuState before = state(*c);
+  step(*c);  // another 70224 T-cycles: DIV advances by 70224/256 = 274.3, i.e. 18 or 19 mod 256
+  const uint8_t div1 = mem(*c, 0xFF04, 0xFF05)[0];
+  const int64_t elapsed = state(*c).cycle_count - before.cycle_count;
+  CHECK(static_cast<uint8_t>(div1 - div0) == static_cast<uint8_t>(((0xABC0 + before.cycle_count + elapsed) >> 8) -
+                                                                  ((0xABC0 + before.cycle_count) >> 8)));
+
+  // JOYP: reading it with a button held does not raise the joypad interrupt (IF bit 4).
+  // Program: select the button group (P15 low), clear IF, loop.
+  auto j = make_backend(make_rom({0x3E, 0x10, 0xE0, 0x00, 0xAF, 0xE0, 0x0F, 0x18, 0xFE}));
+  for (int i = 0; i < 8; ++i) step_instr(*j);
+  REQUIRE(j->set_action(0, 0).ok());
+  const uint8_t if0 = mem(*j, 0xFF0F, 0xFF10)[0];
+  CHECK((if0 & 0x10) == 0);
+  CHECK(mem(*j, 0xFF00, 0xFF01)[0] == 0xDF);  // P15 selected (bit 5 = 0), nothing pressed
+}
+
+TEST_CASE("mgba: serial output is captured") {
+  // LD A,'H'; LDH (SB),A; LD A,81h; LDH (SC),A; wait while SC bit 7; LD A,'i'; ... ; loop.
+  const Bytes hi = {0x3E, 'H', 0xE0, 0x01, 0x3E, 0x81, 0xE0, 0x02,  // send 'H'
+                    0xF0, 0x02, 0xE6, 0x80, 0x20, 0xFA,              // wait for SC bit 7 = 0
+                    0x3E, 'i', 0xE0, 0x01, 0x3E, 0x81, 0xE0, 0x02,  // send 'i'
+                    0xF0, 0x02, 0xE6, 0x80, 0x20, 0xFA,              // wait
+                    0x18, 0xFE};
+  auto b = make_backend(make_rom(hi));
+  step(*b);
+  CHECK(b->serial_output(0).value() == "Hi");
+  // With no link partner every transfer shifts in 1s: SB reads 0xFF afterwards, and the
+  // transfers raised the serial interrupt flag.
+  CHECK(mem(*b, 0xFF01, 0xFF02)[0] == 0xFF);
+  CHECK((mem(*b, 0xFF0F, 0xFF10)[0] & 0x08) != 0);
+  CHECK(mem(*b, 0xFF02, 0xFF03)[0] == 0x7F);  // transfer done: bit 7 clear, unused bits 1
+  REQUIRE(b->reset(0).ok());
+  CHECK(b->serial_output(0).value().empty());
+
+  // The built-in serial ROMs print what their table says.
+  for (const gbx::BuiltinRom& r : gbx::builtin_roms()) {
+    if (r.expected_serial.empty() || r.frames_to_finish <= 0) continue;
+    CAPTURE(r.name);
+    auto rom = gbx::rom_from_bytes(r.name, r.build());
+    REQUIRE(rom.ok());
+    BackendConfig cfg;
+    cfg.frames_per_step = r.frames_to_finish;
+    auto rb = make_backend(rom.value(), cfg);
+    step(*rb);
+    CHECK(rb->serial_output(0).value() == r.expected_serial);
+  }
+}
+
+TEST_CASE("mgba: HALT without a wake-up source does not hang the frame") {
+  // DI is the reset state; HALT with IE=0 never wakes (mGBA 0.10.1's own step loop would
+  // spin forever here).
+  auto b = make_backend(make_rom({0x76, 0x3C, 0x18, 0xFE}));
+  step(*b);
+  CpuState s = state(*b);
+  CHECK(s.run_state == GBX_RUN_HALTED);
+  CHECK(s.pc == 0x0151);
+  CHECK(s.a == 0x01);  // INC A never ran
+  CHECK(s.cycle_count >= kFrame);
+  step(*b);
+  CHECK(state(*b).cycle_count >= 2 * kFrame);
+  CHECK(b->frames(0).value() == 2);
+
+  // IME=1 with only the timer enabled and the timer off: mGBA's event loop would wait for
+  // an interrupt forever; the frame deadline hands control back.
+  auto c = make_backend(make_rom({0xAF, 0xE0, 0x0F, 0x3E, 0x04, 0xE0, 0xFF, 0xFB, 0x76, 0x3C,
+                                  0x18, 0xFE}));
+  step(*c);
+  step(*c);
+  s = state(*c);
+  CHECK(s.run_state == GBX_RUN_HALTED);
+  CHECK(s.ime == 1);
+  CHECK(c->frames(0).value() == 2);
+  CHECK(s.cycle_count >= 2 * kFrame);
+  step_instr(*c);
+  CHECK(c->last_step_kind(0).value() == MgbaStepKind::Halted);
+}
+
+TEST_CASE("mgba: HALT wakes on VBlank and dispatches to the handler") {
+  // Clear IF, IE = VBlank, EI, HALT, INC A, loop. Handler at 0x40: LD A,77h; RETI.
+  auto b = make_backend(make_rom({0xAF, 0xE0, 0x0F, 0x3E, 0x01, 0xE0, 0xFF, 0xFB, 0x76, 0x3C,
+                                  0x18, 0xFE},
+                                 {{0x40, {0x3E, 0x77, 0xD9}}}));
+  for (int i = 0; i < 8; ++i) step_instr(*b);  // NOP JP XOR LDH LD LDH EI HALT
+  CHECK(state(*b).run_state == GBX_RUN_HALTED);
+  // One step_instruction: the halted wait ends at VBlank (LY=144 starts 56 + 144*456 =
+  // 65720 T-cycles after reset), the dispatch takes 20 and the handler's LD A,d8 8.
+  step_instr(*b);
+  CpuState s = state(*b);
+  CHECK(b->last_step_kind(0).value() == MgbaStepKind::Instruction);
+  CHECK(s.pc == 0x0042);
+  CHECK(s.a == 0x77);
+  CHECK(s.sp == 0xFFFC);
+  CHECK(s.ime == 0);
+  CHECK(s.cycle_count == 65720 + 20 + 8);
+  step_instr(*b);  // RETI
+  s = state(*b);
+  CHECK(s.pc == 0x0159);
+  CHECK(s.ime == 1);
+  CHECK(s.instr_count == 10);  // the dispatch is not an instruction
+}
+
+TEST_CASE("mgba: an illegal opcode traps the env") {
+  auto b = make_backend(make_rom({0x3C, 0xD3, 0x3C}));
+  step(*b);
+  CpuState s = state(*b);
+  CHECK(s.trap_kind == GBX_TRAP_ILLEGAL_OPCODE);
+  CHECK(s.trap_pc == 0x0151);
+  CHECK(s.trap_opcode == 0xD3);
+  CHECK(s.pc == 0x0151);
+  CHECK(s.a == 0x02);
+  CHECK(s.instr_count == 3);  // NOP, JP, INC A
+  const int64_t t = s.cycle_count;
+  CHECK(t == 4 + 16 + 4);
+  step(*b);  // a trapped env does not run
+  CHECK(state(*b).cycle_count == t);
+  step_instr(*b);
+  CHECK(b->last_step_kind(0).value() == MgbaStepKind::Trapped);
+  REQUIRE(b->reset(0).ok());
+  CHECK(state(*b).trap_kind == GBX_TRAP_NONE);
+}
+
+TEST_CASE("mgba: actions reach the joypad") {
+  // Select the button group, then copy JOYP to WRAM forever.
+  const Bytes prog = {0x3E, 0x10, 0xE0, 0x00,        // LD A,10h; LDH (00),A
+                      0xF0, 0x00, 0xEA, 0x00, 0xC0,  // LDH A,(00); LD (C000),A
+                      0x18, 0xF9};                   // JR -7
+  BackendConfig cfg;
+  cfg.num_envs = 2;
+  auto b = make_backend(make_rom(prog), cfg);
+  step(*b, {0x00, 0x09});  // env 1 holds A and START
+  CHECK(mem(*b, 0xC000, 0xC001, 0)[0] == 0xDF);
+  CHECK(mem(*b, 0xC000, 0xC001, 1)[0] == 0xD6);
+}
+
+TEST_CASE("mgba: stage epilogs") {
+  const Bytes prog = {0x3E, 0x12, 0xEA, 0x00, 0xC0, 0x3E, 0x34, 0xEA, 0x01, 0xC0,
+                      0x3E, 0x05, 0x18, 0xFE};  // C000=12h, C001=34h, A=05h, loop
+  BackendConfig cfg;
+  cfg.stage = gbx::Stage::FullStep;
+  auto b = make_backend(make_rom(prog), cfg);
+  CHECK(b->read_reward(0).value() == 0.0f);
+  step(*b);
+  const float want = static_cast<float>((0x05 ^ ((0x12 + 3 * 0x34) & 0xFF)) & 0xFF) / 255.0f;
+  CHECK(b->read_reward(0).value() == want);
+  const std::vector<float> obs = b->read_obs(0).value();
+  REQUIRE(obs.size() == 32);
+  CHECK(obs[2] == 0x05 / 255.0f);
+  CHECK(obs[10] == 0x12 / 255.0f);
+  CHECK(obs[26] == ((0x12 ^ 0x34) & 0xFF) / 255.0f);
+
+  cfg.stage = gbx::Stage::EmulateOnly;
+  auto e = make_backend(make_rom(prog), cfg);
+  step(*e);
+  CHECK(e->read_reward(0).value() == 0.0f);
+  CHECK(e->read_obs(0).value()[2] == 0.0f);
+}
+
+TEST_CASE("mgba: argument errors are values") {
+  auto b = make_backend(make_rom(kAluLoop));
+  CHECK_FALSE(b->get_cpu_state(1).ok());
+  CHECK_FALSE(b->get_cpu_state(-1).ok());
+  CHECK_FALSE(b->read_memory(0, 0x100, 0x10001).ok());
+  CHECK_FALSE(b->read_memory(0, 0x200, 0x100).ok());
+  CHECK_FALSE(b->step({1, 2}).ok());
+  CHECK_FALSE(b->step_instruction(3).ok());
+  BackendConfig bad;
+  bad.num_envs = 0;
+  CHECK_FALSE(MgbaBackend::create(make_rom(kAluLoop), bad).ok());
+  auto any = gbx::make_mgba_backend(make_rom(kAluLoop), BackendConfig{});
+  REQUIRE(any.ok());
+  CHECK(any.value()->name() == "mgba");
+}

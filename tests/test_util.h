@@ -1,0 +1,53 @@
+#pragma once
+// Shared helpers for the doctest suites.
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <string>
+
+namespace gbx::test {
+
+// A fresh directory under the system temp dir, removed when the object dies.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    std::random_device rd;
+    path = std::filesystem::temp_directory_path() / ("gbx-test-" + std::to_string(rd()));
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout + stderr
+};
+
+// Runs a shell command line, capturing stdout and stderr together.
+inline CommandResult run_command(const std::string& cmd) {
+  CommandResult r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+inline std::string tool(const std::string& name) {
+  return std::string(GBX_TEST_TOOLS_DIR) + "/" + name;
+}
+
+inline int count_lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+}  // namespace gbx::test

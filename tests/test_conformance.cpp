@@ -20,8 +20,8 @@ TEST_CASE("SM83 SingleStepTests: every opcode file passes") {
   const fs::path dir = fs::path(GBX_TEST_BUILD_DIR) / "conformance" / "sm83";
   if (!fs::exists(dir / ".extracted")) {
     fs::create_directories(dir);
-    const auto r = test::run_command("tar --zstd -xf '" + archive.string() + "' -C '" +
-                                     dir.string() + "'");
+    const auto r =
+        test::run_command("tar --zstd -xf '" + archive.string() + "' -C '" + dir.string() + "'");
     REQUIRE_MESSAGE(r.exit_code == 0, r.output);
     test::run_command("touch '" + (dir / ".extracted").string() + "'");
   }

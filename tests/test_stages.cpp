@@ -85,10 +85,9 @@ std::vector<float> expect_obs(const CpuState& s, const uint8_t* m) {
 TEST_CASE("stages write only the outputs they own, and emulate identically") {
   const Rom rom = builtin("MEM_RWB");
   const int envs = 3;
-  Run runs[4] = {run_stage(Stage::EmulateOnly, rom, envs, 2, 1),
-                 run_stage(Stage::RewardOnly, rom, envs, 2, 1),
-                 run_stage(Stage::ObsOnly, rom, envs, 2, 1),
-                 run_stage(Stage::FullStep, rom, envs, 2, 1)};
+  Run runs[4] = {
+      run_stage(Stage::EmulateOnly, rom, envs, 2, 1), run_stage(Stage::RewardOnly, rom, envs, 2, 1),
+      run_stage(Stage::ObsOnly, rom, envs, 2, 1), run_stage(Stage::FullStep, rom, envs, 2, 1)};
   for (int s = 0; s < 4; ++s) {
     const Stage st = all_stages()[s];
     CAPTURE(to_string(st));
@@ -144,8 +143,8 @@ TEST_CASE("ALU_LOOP final state matches an independent model of the program") {
         }
         case 1: {
           const unsigned sum = a + b;
-          f = (uint8_t)(((sum & 0xFF) == 0 ? 0x80 : 0) | (((a & 0xF) + (b & 0xF)) > 0xF ? 0x20 : 0) |
-                        (sum > 0xFF ? 0x10 : 0));
+          f = (uint8_t)(((sum & 0xFF) == 0 ? 0x80 : 0) |
+                        (((a & 0xF) + (b & 0xF)) > 0xF ? 0x20 : 0) | (sum > 0xFF ? 0x10 : 0));
           a = (uint8_t)sum, t += 4, pc = 0x156;
           break;
         }
@@ -155,7 +154,8 @@ TEST_CASE("ALU_LOOP final state matches an independent model of the program") {
           b = r8, t += 4, pc = 0x157;
           break;
         }
-        default: t += 12, pc = 0x154;
+        default:
+          t += 12, pc = 0x154;
       }
       stage_in_loop = (stage_in_loop + 1) % 4;
       ++instrs;

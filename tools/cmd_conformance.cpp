@@ -39,7 +39,6 @@ int cmd_conformance(const ConformanceCli& o) {
   return report->failed() ? 1 : 0;
 }
 
-
 }  // namespace
 
 namespace gbx::tool {

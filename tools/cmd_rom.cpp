@@ -21,7 +21,8 @@ struct RomBuildOptions {
 int cmd_rom_build(const RomBuildOptions& o) {
   std::error_code ec;
   std::filesystem::create_directories(o.out, ec);
-  if (ec) return tool::fail(make_error(ErrorKind::Input, "cannot create " + o.out + ": " + ec.message()));
+  if (ec)
+    return tool::fail(make_error(ErrorKind::Input, "cannot create " + o.out + ": " + ec.message()));
   for (const auto& r : builtin_roms()) {
     const auto bytes = r.build();
     const auto path = std::filesystem::path(o.out) / (r.name + ".gb");
@@ -33,7 +34,6 @@ int cmd_rom_build(const RomBuildOptions& o) {
   }
   return 0;
 }
-
 
 }  // namespace
 

@@ -36,7 +36,10 @@ void print_state(int env, const CpuState& s) {
       env, s.pc, s.sp, s.a, s.f, s.b, s.c, s.d, s.e, s.h, s.l, s.ime, (s.f & 0x80) ? 'Z' : '-',
       (s.f & 0x40) ? 'N' : '-', (s.f & 0x20) ? 'H' : '-', (s.f & 0x10) ? 'C' : '-',
       (long long)s.cycle_count, (long long)s.instr_count,
-      s.trap_kind ? " TRAPPED" : (s.run_state == 1 ? " HALTED" : s.run_state == 2 ? " STOPPED" : ""));
+      s.trap_kind ? " TRAPPED"
+                  : (s.run_state == 1   ? " HALTED"
+                     : s.run_state == 2 ? " STOPPED"
+                                        : ""));
   if (s.trap_kind)
     std::printf("env %d: trapped: illegal opcode %02X at %04X\n", env, s.trap_opcode, s.trap_pc);
 }
@@ -62,14 +65,14 @@ int cmd_run(const RunOptions& o) {
   if (!backend) return tool::fail(backend.error());
   Backend& be = *backend.value();
   if (o.env < 0 || o.env >= be.num_envs())
-    return tool::fail(make_error(ErrorKind::Usage, "--env " + std::to_string(o.env) + " out of range"));
+    return tool::fail(
+        make_error(ErrorKind::Usage, "--env " + std::to_string(o.env) + " out of range"));
   const long long steps = (o.frames + o.frames_per_step - 1) / o.frames_per_step;
   const auto t0 = std::chrono::steady_clock::now();
   for (long long i = 0; i < steps; ++i)
     if (auto st = be.step({}); !st) return tool::fail(st.error());
   if (auto st = be.sync(); !st) return tool::fail(st.error());
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double frames = (double)steps * o.frames_per_step * (double)o.envs;
   std::printf("rom %s (%s, %zu bytes)  backend %s  envs %lld  frames %lld  stage %s\n",
               rom->name.c_str(), rom->sha256.substr(0, 12).c_str(), rom->bytes.size(),
@@ -90,7 +93,6 @@ int cmd_run(const RunOptions& o) {
   }
   return 0;
 }
-
 
 }  // namespace
 

@@ -10,17 +10,22 @@ namespace gbx::tool {
 
 inline int exit_code(const Error& e) {
   switch (e.kind) {
-    case ErrorKind::Usage: return 2;
-    case ErrorKind::NoDevice: return 3;
-    default: return 1;
+    case ErrorKind::Usage:
+      return 2;
+    case ErrorKind::NoDevice:
+      return 3;
+    default:
+      return 1;
   }
 }
 
 // One line naming the problem; the detail (compiler log, ...) follows only when asked for.
 inline int fail(const Error& e, bool verbose = false) {
   std::fprintf(stderr, "error: %s\n", e.message.c_str());
-  if (verbose && !e.detail.empty()) std::fprintf(stderr, "%s\n", e.detail.c_str());
-  else if (e.kind == ErrorKind::Compile && !e.detail.empty()) std::fprintf(stderr, "%s", e.detail.c_str());
+  if (verbose && !e.detail.empty())
+    std::fprintf(stderr, "%s\n", e.detail.c_str());
+  else if (e.kind == ErrorKind::Compile && !e.detail.empty())
+    std::fprintf(stderr, "%s", e.detail.c_str());
   return exit_code(e);
 }
 

@@ -2,13 +2,6 @@
 // -> JIT load -> symbol lookup. Sources stay in memory. LLVM-version specifics stay here.
 #include "gbx/engine/orc_compiler.h"
 
-#include <chrono>
-#include <cstdlib>
-#include <cstring>
-#include <map>
-#include <mutex>
-#include <thread>
-
 #include <clang/Basic/Diagnostic.h>
 #include <clang/Basic/DiagnosticOptions.h>
 #include <clang/CodeGen/CodeGenAction.h>
@@ -20,6 +13,8 @@
 #include <clang/Frontend/TextDiagnosticPrinter.h>
 #include <clang/Lex/PreprocessorOptions.h>
 #include <llvm/ADT/StringMap.h>
+#include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/Bitcode/BitcodeWriter.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
@@ -30,8 +25,13 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
-#include <llvm/Bitcode/BitcodeReader.h>
-#include <llvm/Bitcode/BitcodeWriter.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
 
 namespace gbx {
 namespace {
@@ -93,9 +93,9 @@ Result<std::unique_ptr<llvm::TargetMachine>> make_target_machine(const std::stri
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
   if (!target) return make_error(ErrorKind::Compile, "no LLVM target for " + triple + ": " + err);
   llvm::TargetOptions topts;
-  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
-      triple, llvm::sys::getHostCPUName(), host_features(), topts, llvm::Reloc::PIC_,
-      llvm::None, llvm::CodeGenOpt::Default));
+  std::unique_ptr<llvm::TargetMachine> tm(
+      target->createTargetMachine(triple, llvm::sys::getHostCPUName(), host_features(), topts,
+                                  llvm::Reloc::PIC_, llvm::None, llvm::CodeGenOpt::Default));
   if (!tm) return make_error(ErrorKind::Compile, "cannot create a target machine for " + triple);
   return tm;
 }
@@ -106,25 +106,42 @@ std::vector<std::string> cpu_compile_args(const CpuCompileOptions& opts) {
   // No system headers, no exceptions or RTTI: templates are self-contained (design 4).
   // An interpreter gains nothing from vector units, while the vectorizers and AVX-512 domain
   // reassignment cost ~0.8 s of a ~3 s cold compile (measured with -ftime-report).
-  std::vector<std::string> args = {
-      GBX_CLANG_EXECUTABLE, "-c", "-x", "c++", "-std=c++17", opts.opt_level, "-fno-math-errno",
-      "-march=native", "-mno-avx512f", "-fno-vectorize", "-fno-slp-vectorize", "-fPIC",
-      "-fno-exceptions", "-fno-rtti", "-nostdinc", "-nostdinc++",
-      "-fno-threadsafe-statics", "-Wall", "-Wno-unused-function", "-Wno-unused-label",
-      "-Wno-unused-variable", "-resource-dir", GBX_CLANG_RESOURCE_DIR};
+  std::vector<std::string> args = {GBX_CLANG_EXECUTABLE,
+                                   "-c",
+                                   "-x",
+                                   "c++",
+                                   "-std=c++17",
+                                   opts.opt_level,
+                                   "-fno-math-errno",
+                                   "-march=native",
+                                   "-mno-avx512f",
+                                   "-fno-vectorize",
+                                   "-fno-slp-vectorize",
+                                   "-fPIC",
+                                   "-fno-exceptions",
+                                   "-fno-rtti",
+                                   "-nostdinc",
+                                   "-nostdinc++",
+                                   "-fno-threadsafe-statics",
+                                   "-Wall",
+                                   "-Wno-unused-function",
+                                   "-Wno-unused-label",
+                                   "-Wno-unused-variable",
+                                   "-resource-dir",
+                                   GBX_CLANG_RESOURCE_DIR};
   args.insert(args.end(), opts.extra.begin(), opts.extra.end());
   return args;
 }
 
 std::string cpu_compiler_identity() {
-  return std::string("LLVM ") + LLVM_VERSION_STRING + "; " + llvm::sys::getProcessTriple() +
-         "; " + llvm::sys::getHostCPUName().str() + "; " + host_features();
+  return std::string("LLVM ") + LLVM_VERSION_STRING + "; " + llvm::sys::getProcessTriple() + "; " +
+         llvm::sys::getHostCPUName().str() + "; " + host_features();
 }
 
 std::vector<std::pair<std::string, std::string>> cpu_compiler_environment() {
   std::vector<std::pair<std::string, std::string>> env;
-  for (const char* name : {"CCC_OVERRIDE_OPTIONS", "CPATH", "CPLUS_INCLUDE_PATH",
-                           "C_INCLUDE_PATH", "SOURCE_DATE_EPOCH"}) {
+  for (const char* name : {"CCC_OVERRIDE_OPTIONS", "CPATH", "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH",
+                           "SOURCE_DATE_EPOCH"}) {
     const char* v = std::getenv(name);
     env.emplace_back(name, v ? v : "");
   }
@@ -202,7 +219,8 @@ Result<CpuCompileOutput> compile_cpu(const std::string& source, const std::strin
     llvm::LLVMContext ctx;
     auto copy = llvm::parseBitcodeFile(llvm::MemoryBufferRef(bitcode, "module.bc"), ctx);
     if (!copy) {
-      assembly = make_error(ErrorKind::Compile, "bitcode round trip: " + to_string(copy.takeError()));
+      assembly =
+          make_error(ErrorKind::Compile, "bitcode round trip: " + to_string(copy.takeError()));
       return;
     }
     auto tm = make_target_machine((*copy)->getTargetTriple());
@@ -242,8 +260,7 @@ class Jit {
     return instance;
   }
 
-  Result<void*> load(const std::string& key, const std::string& object,
-                     const std::string& symbol) {
+  Result<void*> load(const std::string& key, const std::string& object, const std::string& symbol) {
     std::lock_guard<std::mutex> lock(mu_);
     const std::string id = key + "/" + symbol;
     if (auto it = loaded_.find(id); it != loaded_.end()) return it->second;

@@ -6,22 +6,24 @@ namespace gbx {
 
 std::string_view to_string(Stage s) {
   switch (s) {
-    case Stage::EmulateOnly: return "emulate_only";
-    case Stage::RewardOnly: return "reward_only";
-    case Stage::ObsOnly: return "obs_only";
-    case Stage::FullStep: return "full_step";
+    case Stage::EmulateOnly:
+      return "emulate_only";
+    case Stage::RewardOnly:
+      return "reward_only";
+    case Stage::ObsOnly:
+      return "obs_only";
+    case Stage::FullStep:
+      return "full_step";
   }
   return "?";
 }
 std::string_view to_string(Device d) { return d == Device::Cpu ? "cpu" : "cuda"; }
 std::string_view to_string(MemoryModel m) { return m == MemoryModel::Dmg ? "dmg" : "flat64k"; }
-std::string_view to_string(RunMode r) {
-  return r == RunMode::Frames ? "frames" : "instructions";
-}
+std::string_view to_string(RunMode r) { return r == RunMode::Frames ? "frames" : "instructions"; }
 
 const std::vector<Stage>& all_stages() {
-  static const std::vector<Stage> stages = {Stage::EmulateOnly, Stage::RewardOnly,
-                                            Stage::ObsOnly, Stage::FullStep};
+  static const std::vector<Stage> stages = {Stage::EmulateOnly, Stage::RewardOnly, Stage::ObsOnly,
+                                            Stage::FullStep};
   return stages;
 }
 

@@ -36,11 +36,10 @@ Result<std::vector<OpcodeEntry>> parse_opcode_table(const std::string& text,
     }
     const auto cols = split(line, '\t');
     auto bad = [&](const std::string& why) {
-      return make_error(ErrorKind::Template,
-                        path + ":" + std::to_string(lineno) + ": " + why);
+      return make_error(ErrorKind::Template, path + ":" + std::to_string(lineno) + ": " + why);
     };
-    if (cols.size() != 9) return bad("expected 9 tab-separated columns, got " +
-                                     std::to_string(cols.size()));
+    if (cols.size() != 9)
+      return bad("expected 9 tab-separated columns, got " + std::to_string(cols.size()));
     OpcodeEntry e;
     if (cols[0] != "base" && cols[0] != "cb") return bad("table must be base or cb");
     e.cb = cols[0] == "cb";

@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "gbx/runtime/cpu_backend.h"
 

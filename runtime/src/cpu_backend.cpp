@@ -12,13 +12,13 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const Bac
                                 sizeof(float) * (obs_dim + 1));
       !st)
     return st.take_error();
-  if (cfg.frames_per_step < 1)
-    return make_error(ErrorKind::Usage, "--frames must be at least 1");
+  if (cfg.frames_per_step < 1) return make_error(ErrorKind::Usage, "--frames must be at least 1");
   if (cfg.threads < 0) return make_error(ErrorKind::Usage, "--threads must be >= 0");
   std::unique_ptr<CpuBackend> b(new CpuBackend());
   b->rom_ = rom;
   b->cfg_ = cfg;
-  b->threads_ = cfg.threads > 0 ? cfg.threads : (int)std::max(1u, std::thread::hardware_concurrency());
+  b->threads_ =
+      cfg.threads > 0 ? cfg.threads : (int)std::max(1u, std::thread::hardware_concurrency());
 
   auto bundle = TemplateBundle::load(TemplateBundle::default_root());
   if (!bundle) return bundle.take_error();
@@ -40,8 +40,10 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const Bac
 }
 
 Status CpuBackend::reset(uint64_t /*seed: reserved for randomized starts*/) {
-  if (cfg_.memory_model == MemoryModel::Flat64k) state_.reset_zero();
-  else state_.reset_dmg();
+  if (cfg_.memory_model == MemoryModel::Flat64k)
+    state_.reset_zero();
+  else
+    state_.reset_dmg();
   std::fill(obs_.begin(), obs_.end(), 0.0f);
   std::fill(reward_.begin(), reward_.end(), 0.0f);
   return ok_status();

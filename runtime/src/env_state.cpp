@@ -9,12 +9,14 @@ namespace {
 
 // Every GbxState array: name and bytes per env. Must list each pointer of GbxState once,
 // in declaration order (checked by the static_assert below).
-#define GBX_STATE_FIELDS(X)                                                                    \
-  X(pc, 2) X(sp, 2) X(a, 1) X(f, 1) X(b, 1) X(c, 1) X(d, 1) X(e, 1) X(h, 1) X(l, 1) X(ime, 1) \
-  X(ei_delay, 1) X(run_state, 1) X(halt_bug, 1) X(cycle_count, 8) X(instr_count, 8)            \
-  X(cycle_in_frame, 4) X(div_epoch, 8) X(timer_synced, 8) X(mbc_rom_bank, 1)                   \
-  X(mbc_ram_bank, 1) X(mbc_ram_enable, 1) X(mbc_mode, 1) X(serial_buf, GBX_SERIAL_CAPACITY)    \
-  X(serial_len, 4) X(trap_kind, 1) X(trap_pc, 2) X(trap_opcode, 1)
+#define GBX_STATE_FIELDS(X)                                                             \
+  X(pc, 2)                                                                              \
+  X(sp, 2) X(a, 1) X(f, 1) X(b, 1) X(c, 1) X(d, 1) X(e, 1) X(h, 1) X(l, 1) X(ime, 1)    \
+      X(ei_delay, 1) X(run_state, 1) X(halt_bug, 1) X(cycle_count, 8) X(instr_count, 8) \
+          X(cycle_in_frame, 4) X(div_epoch, 8) X(timer_synced, 8) X(mbc_rom_bank, 1)    \
+              X(mbc_ram_bank, 1) X(mbc_ram_enable, 1) X(mbc_mode, 1)                    \
+                  X(serial_buf, GBX_SERIAL_CAPACITY) X(serial_len, 4) X(trap_kind, 1)   \
+                      X(trap_pc, 2) X(trap_opcode, 1)
 
 #define GBX_COUNT_FIELD(name, size) +1
 static_assert(sizeof(GbxState) == (0 GBX_STATE_FIELDS(GBX_COUNT_FIELD)) * sizeof(void*),
@@ -55,17 +57,16 @@ StateLayout make_layout(int num_envs, MemoryModel mm, uint32_t cart_ram_size) {
   GBX_STATE_FIELDS(GBX_ADD_FIELD)
 #undef GBX_ADD_FIELD
   l.soa_bytes = off;
-  l.mem_stride = mm == MemoryModel::Flat64k
-                     ? GBX_MEM_FLAT_SIZE
-                     : (uint32_t)align64(GBX_MEM_FIXED_SIZE + cart_ram_size);
+  l.mem_stride = mm == MemoryModel::Flat64k ? GBX_MEM_FLAT_SIZE
+                                            : (uint32_t)align64(GBX_MEM_FIXED_SIZE + cart_ram_size);
   l.mem_bytes = (size_t)l.mem_stride * (size_t)num_envs;
   return l;
 }
 
 void StateLayout::bind(GbxState& s, uint64_t base) const {
   size_t off = 0;
-#define GBX_BIND_FIELD(name, size)                                             \
-  s.name = reinterpret_cast<decltype(s.name)>(base + off);                     \
+#define GBX_BIND_FIELD(name, size)                         \
+  s.name = reinterpret_cast<decltype(s.name)>(base + off); \
   off = align64(off + (size_t)(size) * (size_t)num_envs);
   GBX_STATE_FIELDS(GBX_BIND_FIELD)
 #undef GBX_BIND_FIELD
@@ -185,8 +186,9 @@ uint8_t EnvState::peek(int env, uint32_t addr) const {
     const uint32_t size = rom_->header.ram_size;
     if (!size || (mbc1 && !soa_.mbc_ram_enable[env])) return 0xFF;
     const uint32_t ram_banks = size >> 13;
-    const uint32_t base =
-        (mbc1 && soa_.mbc_mode[env] && ram_banks > 1) ? ((soa_.mbc_ram_bank[env] & 3) % ram_banks) << 13 : 0;
+    const uint32_t base = (mbc1 && soa_.mbc_mode[env] && ram_banks > 1)
+                              ? ((soa_.mbc_ram_bank[env] & 3) % ram_banks) << 13
+                              : 0;
     return m[GBX_MEM_CART_RAM + (base + (addr - 0xA000)) % size];
   }
   if (addr < 0xFE00) return m[GBX_MEM_WRAM + ((addr - 0xC000) & 0x1FFF)];

@@ -11,11 +11,11 @@ namespace gbx {
 
 // One row of the SM83 opcode table (templates/sm83/opcodes.tsv).
 struct OpcodeEntry {
-  int code = 0;          // 0x00-0xFF
-  bool cb = false;       // CB-prefixed table
-  std::string mnemonic;  // "LD B,(HL)"
-  int length = 1;        // bytes including prefix
-  int cycles = 4;        // T-cycles (taken)
+  int code = 0;              // 0x00-0xFF
+  bool cb = false;           // CB-prefixed table
+  std::string mnemonic;      // "LD B,(HL)"
+  int length = 1;            // bytes including prefix
+  int cycles = 4;            // T-cycles (taken)
   int cycles_not_taken = 0;  // T-cycles when a condition fails (0: unconditional)
   std::string family;        // template name under sm83/family/
   std::vector<std::pair<std::string, std::string>> operands;  // NAME=value

@@ -14,10 +14,10 @@ struct CpuCompileOptions {
 };
 
 struct CpuCompileOutput {
-  std::string llvm_ir;   // module.ll (after optimization)
-  std::string assembly;  // module.s
-  std::string object;    // module.o (ELF, position independent)
-  std::string log;       // clang diagnostics (warnings included)
+  std::string llvm_ir;     // module.ll (after optimization)
+  std::string assembly;    // module.s
+  std::string object;      // module.o (ELF, position independent)
+  std::string log;         // clang diagnostics (warnings included)
   double frontend_ms = 0;  // parse + optimize
   double codegen_ms = 0;   // .s and .o
 };

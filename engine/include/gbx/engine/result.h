@@ -8,13 +8,13 @@
 namespace gbx {
 
 enum class ErrorKind {
-  Usage,        // bad argument or option value
-  Input,        // bad ROM, bad file, bad data
-  Template,     // generator: leftover placeholder, unknown operand, missing template
-  Compile,      // clang / NVRTC diagnostics (log carried in `detail`)
-  Cache,        // cache I/O that could not be recovered from
-  NoDevice,     // no CUDA driver / device
-  Runtime,      // anything else at run time
+  Usage,     // bad argument or option value
+  Input,     // bad ROM, bad file, bad data
+  Template,  // generator: leftover placeholder, unknown operand, missing template
+  Compile,   // clang / NVRTC diagnostics (log carried in `detail`)
+  Cache,     // cache I/O that could not be recovered from
+  NoDevice,  // no CUDA driver / device
+  Runtime,   // anything else at run time
 };
 
 struct Error {

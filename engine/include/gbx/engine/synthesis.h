@@ -36,8 +36,6 @@ const std::vector<Stage>& all_stages();
 
 // Which outputs a stage writes; the others are left untouched.
 inline bool stage_writes_obs(Stage s) { return s == Stage::ObsOnly || s == Stage::FullStep; }
-inline bool stage_writes_reward(Stage s) {
-  return s == Stage::RewardOnly || s == Stage::FullStep;
-}
+inline bool stage_writes_reward(Stage s) { return s == Stage::RewardOnly || s == Stage::FullStep; }
 
 }  // namespace gbx

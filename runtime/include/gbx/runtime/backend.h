@@ -16,7 +16,7 @@ struct CpuState {
   uint16_t pc = 0, sp = 0;
   uint8_t a = 0, f = 0, b = 0, c = 0, d = 0, e = 0, h = 0, l = 0;
   uint8_t ime = 0;
-  uint8_t run_state = 0;  // GBX_RUN_*
+  uint8_t run_state = 0;     // GBX_RUN_*
   int64_t cycle_count = -1;  // T-cycles since reset; -1 if the backend cannot report it
   int64_t instr_count = -1;  // instructions since reset; -1 if unknown
   uint8_t trap_kind = 0;
@@ -28,8 +28,8 @@ struct BackendConfig {
   int num_envs = 1;
   int frames_per_step = 1;
   Stage stage = Stage::FullStep;
-  int threads = 0;        // cpu/mgba: 0 = all cores
-  int device_index = 0;   // cuda
+  int threads = 0;       // cpu/mgba: 0 = all cores
+  int device_index = 0;  // cuda
   bool verbose = false;
   // Synthesis choices beyond the stage (cpu/cuda). flat64k + instructions is the
   // per-instruction conformance configuration.
@@ -53,9 +53,18 @@ class Backend {
   // Bytes [lo, hi) of env's bus view (hi exclusive, <= 0x10000).
   virtual Result<std::vector<uint8_t>> read_memory(int env, uint32_t lo, uint32_t hi) = 0;
   // Stage outputs and serial capture; empty when the backend does not produce them.
-  virtual Result<std::vector<float>> read_obs(int env) { (void)env; return std::vector<float>{}; }
-  virtual Result<float> read_reward(int env) { (void)env; return 0.0f; }
-  virtual Result<std::string> serial_output(int env) { (void)env; return std::string{}; }
+  virtual Result<std::vector<float>> read_obs(int env) {
+    (void)env;
+    return std::vector<float>{};
+  }
+  virtual Result<float> read_reward(int env) {
+    (void)env;
+    return 0.0f;
+  }
+  virtual Result<std::string> serial_output(int env) {
+    (void)env;
+    return std::string{};
+  }
   // Cache key of the kernel this backend runs ("" for mgba).
   virtual std::string kernel_key() const { return {}; }
 };

@@ -10,13 +10,13 @@
 namespace gbx {
 
 struct ConformanceOptions {
-  std::filesystem::path dir;        // the extracted suite (folder of *.json)
-  std::vector<std::string> only;    // file stems to run ("00", "cb 7e"); empty = all
+  std::filesystem::path dir;      // the extracted suite (folder of *.json)
+  std::vector<std::string> only;  // file stems to run ("00", "cb 7e"); empty = all
   int threads = 0;
 };
 
 struct ConformanceFile {
-  std::string name;        // "cb 7e.json"
+  std::string name;  // "cb 7e.json"
   int cases = 0;
   int failed_cases = 0;
   std::string first_diff;  // "case 'cb 7e 0012': f expected 0xA0 got 0x20"

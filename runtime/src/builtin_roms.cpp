@@ -10,7 +10,7 @@
 //   waiting makes the program's course the same on both. Completion sets IF bit 3, so
 //   programs that enable interrupts keep IE bit 3 clear except where the test is about it.
 // - Scratch variables live in HRAM (0xFF80...), the stack below 0xFFFE.
-// - Nothing depends on the PPU: IF is cleared (or set) explicitly before interrupts are
+// - Nothing but PPU_TIMING depends on the PPU: IF is cleared (or set) explicitly before interrupts are
 //   enabled, and IE enables only the sources under test.
 #include <cstdio>
 #include <cstdlib>
@@ -405,6 +405,79 @@ std::vector<uint8_t> mbc1_banks() {
   return p.finish(s);
 }
 
+// PPU timing without pixels (Pan Docs "LCD Status Registers", "Interrupts"): the VBlank
+// interrupt comes at the start of line 144, so its ISR reads LY = 0x90; an LYC=0x42 STAT
+// interrupt reads LY = 0x42; with the LCD switched off (in VBlank, as hardware requires)
+// LY reads 0. Three VBlanks are waited for in a HALT loop first.
+const char kPpuExpected[] = "VBL 90 03\nLYC 42\nOFF 00\n";
+std::vector<uint8_t> ppu_timing() {
+  constexpr uint8_t kLY = 0x44, kLYC = 0x45, kSTAT = 0x41;
+  Program p;
+  Asm& a = p.a;
+  for (uint16_t vec : {0x40, 0x48}) a.org(vec).op("JP a16", "isr");
+  p.begin();
+  a.op("JP a16", "main");
+  {
+    a.label("isr")
+        .op("PUSH AF")
+        .op("LDH A,(a8)", kLY)
+        .op("LDH (a8),A", kSeenB)
+        .op("LDH A,(a8)", kCount)
+        .op("INC A")
+        .op("LDH (a8),A", kCount)
+        .op("POP AF")
+        .op("RETI");
+  }
+  a.label("main")
+      .op("XOR A")
+      .op("LDH (a8),A", kCount)
+      .op("LDH (a8),A", io::kIF)
+      .op("LD A,d8", 0x01)
+      .op("LDH (a8),A", io::kIE)
+      .op("EI")
+      .label("vbl_wait")
+      .op("HALT")
+      .op("NOP")
+      .op("LDH A,(a8)", kCount)
+      .op("CP d8", 3)
+      .op("JR C,r8", "vbl_wait")
+      .op("DI");
+  p.print("VBL ");
+  p.print_hex_at(kSeenB);
+  p.print(" ");
+  p.print_hex_at(kCount);
+  p.print("\n");
+  a.op("LD A,d8", 0x42)
+      .op("LDH (a8),A", kLYC)
+      .op("LD A,d8", 0x40)  // STAT: LYC=LY interrupt only
+      .op("LDH (a8),A", kSTAT)
+      .op("XOR A")
+      .op("LDH (a8),A", io::kIF)
+      .op("LD A,d8", 0x02)
+      .op("LDH (a8),A", io::kIE)
+      .op("EI")
+      .op("HALT")
+      .op("NOP")
+      .op("DI");
+  p.print("LYC ");
+  p.print_hex_at(kSeenB);
+  p.print("\n");
+  a.label("ly_wait")  // switch the LCD off only in VBlank
+      .op("LDH A,(a8)", kLY)
+      .op("CP d8", 0x91)
+      .op("JR NZ,r8", "ly_wait")
+      .op("LD A,d8", 0x11)
+      .op("LDH (a8),A", io::kLCDC)
+      .op("LDH A,(a8)", kLY)
+      .op("LDH (a8),A", kSeenB)
+      .op("LD A,d8", 0x91)
+      .op("LDH (a8),A", io::kLCDC);
+  p.print("OFF ");
+  p.print_hex_at(kSeenB);
+  p.print("\n");
+  return p.finish(spec_named("PPU_TIMING"));
+}
+
 std::vector<BuiltinRom> make_table() {
   std::vector<BuiltinRom> t;
   t.push_back({"ALU_LOOP", "design micro-ROM: A += B, B += 1 in a tight loop (never ends)",
@@ -425,6 +498,8 @@ std::vector<BuiltinRom> make_table() {
   t.push_back({"MBC1_BANKS",
                "MBC1 ROM banks 0-8, RAM banks 0-3 in mode 1, mode 0, RAM write-protect", mbc1_banks,
                kMbc1Expected, frames_for(kMbc1Expected)});
+  t.push_back({"PPU_TIMING", "VBlank and LYC interrupts read LY; LY is 0 with the LCD off",
+               ppu_timing, kPpuExpected, frames_for(kPpuExpected, 5 * kCyclesPerFrame)});
   return t;
 }
 

@@ -13,7 +13,7 @@ namespace {
   X(pc, 2)                                                                              \
   X(sp, 2) X(a, 1) X(f, 1) X(b, 1) X(c, 1) X(d, 1) X(e, 1) X(h, 1) X(l, 1) X(ime, 1)    \
       X(ei_delay, 1) X(run_state, 1) X(halt_bug, 1) X(cycle_count, 8) X(instr_count, 8) \
-          X(cycle_in_frame, 4) X(div_epoch, 8) X(timer_synced, 8) X(mbc_rom_bank, 1)    \
+          X(cycle_in_frame, 4) X(div_epoch, 8) X(timer_synced, 8) X(ppu_epoch, 8) X(mbc_rom_bank, 1)    \
               X(mbc_ram_bank, 1) X(mbc_ram_enable, 1) X(mbc_mode, 1)                    \
                   X(serial_buf, GBX_SERIAL_CAPACITY) X(serial_len, 4) X(trap_kind, 1)   \
                       X(trap_pc, 2) X(trap_opcode, 1)
@@ -37,6 +37,8 @@ constexpr uint8_t kIoReset[0x80] = {
 };
 // The 16-bit system counter right after the boot ROM (DIV reads its high byte, 0xAB).
 constexpr int64_t kDivCounterAtReset = 0xABCC;
+// Where the PPU is in its frame (dots since line 0, dot 0) right after the boot ROM.
+constexpr int64_t kPpuDotsAtReset = 0;
 
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -119,6 +121,7 @@ void EnvState::reset_dmg() {
     soa_.cycle_count[i] = 0;
     soa_.div_epoch[i] = -kDivCounterAtReset;
     soa_.timer_synced[i] = 0;
+    soa_.ppu_epoch[i] = -kPpuDotsAtReset;
     soa_.mbc_rom_bank[i] = 1;
     std::memcpy(mem(i) + GBX_MEM_IO, kIoReset, sizeof kIoReset);
     mem(i)[GBX_MEM_IO + 0xFF] = 0x00;  // IE
@@ -194,6 +197,17 @@ uint8_t EnvState::peek(int env, uint32_t addr) const {
   if (addr < 0xFE00) return m[GBX_MEM_WRAM + ((addr - 0xC000) & 0x1FFF)];
   if (addr < 0xFF00) return m[GBX_MEM_OAM + (addr - 0xFE00)];
   if (addr == 0xFF04) return (uint8_t)((soa_.cycle_count[env] - soa_.div_epoch[env]) >> 8);
+  if (addr == 0xFF44 || addr == 0xFF41) {
+    // Same arithmetic as templates/hw/ppu.h: LY and the STAT mode follow the cycle counter.
+    const bool on = m[GBX_MEM_IO + 0x40] & 0x80;
+    const int64_t pos = on ? (soa_.cycle_count[env] - soa_.ppu_epoch[env]) % 70224 : 0;
+    const uint8_t ly = (uint8_t)(pos / 456);
+    if (addr == 0xFF44) return ly;
+    const int64_t dot = pos % 456;
+    const uint8_t mode = !on ? 0 : ly >= 144 ? 1 : dot < 80 ? 2 : dot < 252 ? 3 : 0;
+    return (uint8_t)(0x80 | (m[GBX_MEM_IO + 0x41] & 0x78) |
+                     (ly == m[GBX_MEM_IO + 0x45] ? 4 : 0) | mode);
+  }
   return m[GBX_MEM_IO + (addr & 0xFF)];  // TIMA / IF are synced at the end of every step
 }
 
@@ -201,6 +215,15 @@ std::string EnvState::serial(int env) const {
   const uint32_t n = std::min<uint32_t>(soa_.serial_len[env], GBX_SERIAL_CAPACITY);
   const auto* p = soa_.serial_buf + (size_t)env * GBX_SERIAL_CAPACITY;
   return std::string(reinterpret_cast<const char*>(p), n);
+}
+
+const std::vector<size_t>& state_field_sizes() {
+  static const std::vector<size_t> sizes = {
+#define GBX_FIELD_SIZE(name, size) (size_t)(size),
+      GBX_STATE_FIELDS(GBX_FIELD_SIZE)
+#undef GBX_FIELD_SIZE
+  };
+  return sizes;
 }
 
 }  // namespace gbx

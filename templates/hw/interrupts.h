@@ -15,12 +15,13 @@ GBX_FN void interrupt_dispatch(Cpu& cpu, Bus& bus, u8 pending) {
   idle(bus);
 }
 
-// Everything scheduled for a cycle at or before now: today the timer overflow.
+// Everything scheduled for a cycle at or before now: timer overflows, PPU interrupts.
 GBX_FN void service_events(Bus& bus) {
   if (bus.cycles >= bus.timer_event) {
     timer_sync(bus, bus.cycles);
     timer_schedule(bus);
   }
+  ppu_service(bus);
   events_reschedule(bus);
 }
 

@@ -1,6 +1,8 @@
 // I/O registers 0xFF00-0xFF7F and IE (Pan Docs "Memory Map", "I/O Ranges"). Registers with
 // side effects are dispatched here; the rest are plain bytes in the env's I/O page.
-GBX_FN void events_reschedule(Bus& b) { b.next_event = b.timer_event; }
+GBX_FN void events_reschedule(Bus& b) {
+  b.next_event = b.timer_event < b.ppu_event ? b.timer_event : b.ppu_event;
+}
 
 GBX_FN u8 joyp_read(Bus& b) {
   const u8 sel = *io_reg(b, 0xFF00) & 0x30;
@@ -16,6 +18,8 @@ GBX_NOINLINE u8 io_read(Bus& b, u32 addr) {
     case 0xFF04: return timer_read_div(b);
     case 0xFF05: timer_sync(b, b.cycles); return *io_reg(b, addr);
     case 0xFF0F: timer_sync(b, b.cycles); return (u8)(0xE0 | b.iflag);
+    case 0xFF41: return ppu_stat(b);
+    case 0xFF44: return ppu_ly(b);
     case 0xFFFF: return b.ie;
     default: return *io_reg(b, addr);
   }
@@ -42,6 +46,21 @@ GBX_NOINLINE void io_write(Bus& b, u32 addr, u8 v) {
       *io_reg(b, addr) = (u8)(0xF8 | v);
       break;
     case 0xFF0F: b.iflag = v & 0x1F; return;
+    case 0xFF40:
+      ppu_service(b);  // interrupts due before this write happen first
+      ppu_write_lcdc(b, v);
+      break;
+    case 0xFF41:
+      ppu_service(b);
+      *io_reg(b, addr) = (u8)(0x80 | (v & 0x78));
+      ppu_schedule(b, b.cycles);
+      break;
+    case 0xFF44: return;  // LY is read-only
+    case 0xFF45:
+      ppu_service(b);
+      *io_reg(b, addr) = v;
+      ppu_schedule(b, b.cycles);
+      break;
     case 0xFF46:
       *io_reg(b, addr) = v;
       oam_dma(b, v);

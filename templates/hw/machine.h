@@ -1,6 +1,7 @@
 // Per-env machine state while an env runs: loaded from the SoA state on entry, stored back on
 // exit. The CPU registers live in Cpu (sm83/cpu.h); everything the bus touches lives here.
 #define GBX_NEVER 0x7fffffffffffffffLL
+#define GBX_FRAME_CYCLES 70224
 
 struct Bus {
   i64 cycles;      // T-cycles since reset; every bus access charges 4 before it happens
@@ -24,6 +25,8 @@ struct Bus {
   i64 div_epoch;     // cycle at which the 16-bit system counter was 0
   i64 timer_synced;  // TIMA is up to date at this cycle
   i64 timer_event;   // cycle at which the next TIMA overflow becomes visible in IF
+  i64 ppu_epoch;     // cycle at which the PPU was at line 0, dot 0
+  i64 ppu_event;     // cycle of the next VBlank / STAT interrupt
   u8* GBX_RESTRICT serial_buf;
   u32 serial_len;
 };

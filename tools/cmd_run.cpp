@@ -29,6 +29,22 @@ struct RunOptions {
   bool verbose = false;
 };
 
+// Serial text as one line: C escapes for quotes, backslashes and non-printable bytes.
+std::string escape(const std::string& s) {
+  std::string out;
+  for (unsigned char ch : s) {
+    if (ch == '\n') out += "\\n";
+    else if (ch == '"' || ch == '\\') out += std::string("\\") + (char)ch;
+    else if (ch >= 0x20 && ch < 0x7F) out += (char)ch;
+    else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", ch);
+      out += buf;
+    }
+  }
+  return out;
+}
+
 void print_state(int env, const CpuState& s) {
   std::printf(
       "env %d: PC=%04X SP=%04X A=%02X F=%02X B=%02X C=%02X D=%02X E=%02X H=%02X L=%02X "
@@ -88,7 +104,7 @@ int cmd_run(const RunOptions& o) {
     for (int i = 0; i < be.num_envs(); ++i) {
       auto text = be.serial_output(i);
       if (!text) return tool::fail(text.error());
-      std::printf("serial[%d]: %s\n", i, text.value().c_str());
+      std::printf("serial[%d]: \"%s\"\n", i, escape(text.value()).c_str());
     }
   }
   return 0;

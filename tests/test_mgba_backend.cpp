@@ -82,8 +82,8 @@ TEST_CASE("mgba: reset gives the DMG skip-BIOS state") {
   CHECK(s.instr_count == 0);
   CHECK(s.trap_kind == GBX_TRAP_NONE);
   const Bytes io = mem(*b, 0xFF40, 0xFF42);
-  CHECK(io[0] == 0x91);  // LCDC
-  CHECK(mem(*b, 0xFF0F, 0x10)[0] == 0xE1);  // IF: VBlank left pending by the boot sequence
+  CHECK(io[0] == 0x91);                       // LCDC
+  CHECK(mem(*b, 0xFF0F, 0xFF10)[0] == 0xE1);  // IF: VBlank left pending by the boot sequence
   CHECK(mem(*b, 0xFFFF, 0x10000)[0] == 0x00);
 }
 
@@ -113,6 +113,8 @@ TEST_CASE("mgba: one frame of ALU_LOOP is instruction-exact") {
   const int64_t in_loop = s.instr_count - 4;
   const int64_t loop_cycles = (in_loop / 4) * 24 + (in_loop % 4) * 4;
   CHECK(36 + loop_cycles == s.cycle_count);
+  const int last_len = in_loop % 4 == 0 ? 12 : 4;  // JR closes an iteration
+  CHECK(s.cycle_count - last_len < kFrame);        // the boundary before was still inside
   // And the registers follow from the iteration count: A = sum of 1 + B over iterations.
   const int64_t iters = in_loop / 4;
   uint8_t a = 0, bb = 0;
@@ -158,7 +160,7 @@ TEST_CASE("mgba: envs are independent and deterministic") {
   cfg.num_envs = 3;
   cfg.threads = 2;
   auto b = make_backend(make_rom(kAluLoop), cfg);
-  for (int i = 0; i < 3; ++i) step(*b, {0, 0x81, 0x7F});
+  for (int i = 0; i < 3; ++i) step(*b, {0x81, 0x81, 0x81});
   const CpuState s0 = state(*b, 0);
   for (int env = 1; env < 3; ++env) {
     const CpuState s = state(*b, env);
@@ -207,24 +209,28 @@ TEST_CASE("mgba: read_memory has no side effects") {
   step(*c);  // another 70224 T-cycles: DIV advances by 70224/256 = 274.3, i.e. 18 or 19 mod 256
   const uint8_t div1 = mem(*c, 0xFF04, 0xFF05)[0];
   const int64_t elapsed = state(*c).cycle_count - before.cycle_count;
-  CHECK(static_cast<uint8_t>(div1 - div0) == static_cast<uint8_t>(((0xABC0 + before.cycle_count + elapsed) >> 8) -
-                                                                  ((0xABC0 + before.cycle_count) >> 8)));
+  CHECK(static_cast<uint8_t>(div1 - div0) ==
+        static_cast<uint8_t>(((0xABC0 + before.cycle_count + elapsed) >> 8) -
+                             ((0xABC0 + before.cycle_count) >> 8)));
 
-  // JOYP: reading it with a button held does not raise the joypad interrupt (IF bit 4).
-  // Program: select the button group (P15 low), clear IF, loop.
-  auto j = make_backend(make_rom({0x3E, 0x10, 0xE0, 0x00, 0xAF, 0xE0, 0x0F, 0x18, 0xFE}));
-  for (int i = 0; i < 8; ++i) step_instr(*j);
-  REQUIRE(j->set_action(0, 0).ok());
-  const uint8_t if0 = mem(*j, 0xFF0F, 0xFF10)[0];
-  CHECK((if0 & 0x10) == 0);
-  CHECK(mem(*j, 0xFF00, 0xFF01)[0] == 0xDF);  // P15 selected (bit 5 = 0), nothing pressed
+  // JOYP with a button held: the read computes the pressed state but leaves JOYP's latch,
+  // IF and the CPU's interrupt state alone. Program: select the button group, loop.
+  auto j = make_backend(make_rom({0x3E, 0x10, 0xE0, 0x00, 0x18, 0xFE}));
+  step(*j, {0x01});  // A held
+  const Bytes io1 = mem(*j, 0xFF00, 0xFF80);
+  const CpuState js1 = state(*j);
+  CHECK(io1[0x00] == 0xDE);  // P15 selected (bit 5 = 0), A pressed (bit 0 = 0)
+  for (int i = 0; i < 100; ++i) (void)mem(*j, 0xFF00, 0xFF01);
+  CHECK(mem(*j, 0xFF00, 0xFF80) == io1);
+  CHECK(state(*j).pc == js1.pc);
+  CHECK(state(*j).run_state == js1.run_state);
 }
 
 TEST_CASE("mgba: serial output is captured") {
   // LD A,'H'; LDH (SB),A; LD A,81h; LDH (SC),A; wait while SC bit 7; LD A,'i'; ... ; loop.
-  const Bytes hi = {0x3E, 'H', 0xE0, 0x01, 0x3E, 0x81, 0xE0, 0x02,  // send 'H'
+  const Bytes hi = {0x3E, 'H',  0xE0, 0x01, 0x3E, 0x81, 0xE0, 0x02,  // send 'H'
                     0xF0, 0x02, 0xE6, 0x80, 0x20, 0xFA,              // wait for SC bit 7 = 0
-                    0x3E, 'i', 0xE0, 0x01, 0x3E, 0x81, 0xE0, 0x02,  // send 'i'
+                    0x3E, 'i',  0xE0, 0x01, 0x3E, 0x81, 0xE0, 0x02,  // send 'i'
                     0xF0, 0x02, 0xE6, 0x80, 0x20, 0xFA,              // wait
                     0x18, 0xFE};
   auto b = make_backend(make_rom(hi));
@@ -237,6 +243,20 @@ TEST_CASE("mgba: serial output is captured") {
   CHECK(mem(*b, 0xFF02, 0xFF03)[0] == 0x7F);  // transfer done: bit 7 clear, unused bits 1
   REQUIRE(b->reset(0).ok());
   CHECK(b->serial_output(0).value().empty());
+
+  // Timing with no link partner (the capture must not change it): the transfer ends and
+  // raises IF bit 3 4096 T-cycles after the SC write, which mGBA performs 1 T-cycle into the
+  // instruction's last M-cycle.
+  for (int i = 0; i < 6; ++i) step_instr(*b);  // NOP JP LD LDH LD LDH(SC)
+  const int64_t write_at = b->cycles(0).value() - 3;
+  int64_t before = 0;
+  while ((mem(*b, 0xFF0F, 0xFF10)[0] & 0x08) == 0) {
+    before = b->cycles(0).value();
+    step_instr(*b);
+  }
+  CHECK(before < write_at + 4096);
+  CHECK(b->cycles(0).value() >= write_at + 4096);
+  CHECK(b->serial_output(0).value() == "H");
 
   // The built-in serial ROMs print what their table says.
   for (const gbx::BuiltinRom& r : gbx::builtin_roms()) {
@@ -260,32 +280,44 @@ TEST_CASE("mgba: HALT without a wake-up source does not hang the frame") {
   CpuState s = state(*b);
   CHECK(s.run_state == GBX_RUN_HALTED);
   CHECK(s.pc == 0x0151);
-  CHECK(s.a == 0x01);  // INC A never ran
-  CHECK(s.cycle_count >= kFrame);
+  CHECK(s.a == 0x01);              // INC A never ran
+  CHECK(s.cycle_count == kFrame);  // a halted frame ends exactly on the frame end
   step(*b);
-  CHECK(state(*b).cycle_count >= 2 * kFrame);
+  CHECK(state(*b).cycle_count == 2 * kFrame);
   CHECK(b->frames(0).value() == 2);
 
   // IME=1 with only the timer enabled and the timer off: mGBA's event loop would wait for
   // an interrupt forever; the frame deadline hands control back.
-  auto c = make_backend(make_rom({0xAF, 0xE0, 0x0F, 0x3E, 0x04, 0xE0, 0xFF, 0xFB, 0x76, 0x3C,
-                                  0x18, 0xFE}));
+  auto c = make_backend(
+      make_rom({0xAF, 0xE0, 0x0F, 0x3E, 0x04, 0xE0, 0xFF, 0xFB, 0x76, 0x3C, 0x18, 0xFE}));
   step(*c);
   step(*c);
   s = state(*c);
   CHECK(s.run_state == GBX_RUN_HALTED);
   CHECK(s.ime == 1);
   CHECK(c->frames(0).value() == 2);
-  CHECK(s.cycle_count >= 2 * kFrame);
+  CHECK(s.cycle_count == 2 * kFrame);
   step_instr(*c);
   CHECK(c->last_step_kind(0).value() == MgbaStepKind::Halted);
+
+  // HALT right before an event off the M-cycle grid (a serial bit, due 512 T-cycles after
+  // the SC write's access at T=37): mGBA's HALT then stops short of the next fetch state.
+  Bytes serial_halt = {0x3E, 0x81, 0xE0, 0x02};
+  serial_halt.insert(serial_halt.end(), 122, 0x00);  // HALT starts at T=528
+  serial_halt.insert(serial_halt.end(), {0x76, 0x18, 0xFE});
+  auto d = make_backend(make_rom(serial_halt));
+  step(*d);
+  s = state(*d);
+  CHECK(s.run_state == GBX_RUN_HALTED);
+  CHECK(s.instr_count == 2 + 2 + 122 + 1);
+  CHECK(s.cycle_count == kFrame);
 }
 
 TEST_CASE("mgba: HALT wakes on VBlank and dispatches to the handler") {
   // Clear IF, IE = VBlank, EI, HALT, INC A, loop. Handler at 0x40: LD A,77h; RETI.
-  auto b = make_backend(make_rom({0xAF, 0xE0, 0x0F, 0x3E, 0x01, 0xE0, 0xFF, 0xFB, 0x76, 0x3C,
-                                  0x18, 0xFE},
-                                 {{0x40, {0x3E, 0x77, 0xD9}}}));
+  auto b = make_backend(
+      make_rom({0xAF, 0xE0, 0x0F, 0x3E, 0x01, 0xE0, 0xFF, 0xFB, 0x76, 0x3C, 0x18, 0xFE},
+               {{0x40, {0x3E, 0x77, 0xD9}}}));
   for (int i = 0; i < 8; ++i) step_instr(*b);  // NOP JP XOR LDH LD LDH EI HALT
   CHECK(state(*b).run_state == GBX_RUN_HALTED);
   // One step_instruction: the halted wait ends at VBlank (LY=144 starts 56 + 144*456 =
@@ -339,8 +371,8 @@ TEST_CASE("mgba: actions reach the joypad") {
 }
 
 TEST_CASE("mgba: stage epilogs") {
-  const Bytes prog = {0x3E, 0x12, 0xEA, 0x00, 0xC0, 0x3E, 0x34, 0xEA, 0x01, 0xC0,
-                      0x3E, 0x05, 0x18, 0xFE};  // C000=12h, C001=34h, A=05h, loop
+  const Bytes prog = {0x3E, 0x12, 0xEA, 0x00, 0xC0, 0x3E, 0x34,
+                      0xEA, 0x01, 0xC0, 0x3E, 0x05, 0x18, 0xFE};  // C000=12h, C001=34h, A=05h, loop
   BackendConfig cfg;
   cfg.stage = gbx::Stage::FullStep;
   auto b = make_backend(make_rom(prog), cfg);

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
 
 namespace gbx {
@@ -13,7 +14,7 @@ namespace {
   X(pc, 2)                                                                              \
   X(sp, 2) X(a, 1) X(f, 1) X(b, 1) X(c, 1) X(d, 1) X(e, 1) X(h, 1) X(l, 1) X(ime, 1)    \
       X(ei_delay, 1) X(run_state, 1) X(halt_bug, 1) X(cycle_count, 8) X(instr_count, 8) \
-          X(cycle_in_frame, 4) X(div_epoch, 8) X(timer_synced, 8) X(ppu_epoch, 8) X(mbc_rom_bank, 1)    \
+          X(cycle_in_frame, 4) X(div_epoch, 8) X(timer_synced, 8) X(ppu_epoch, 8) X(serial_event, 8) X(mbc_rom_bank, 1)    \
               X(mbc_ram_bank, 1) X(mbc_ram_enable, 1) X(mbc_mode, 1)                    \
                   X(serial_buf, GBX_SERIAL_CAPACITY) X(serial_len, 4) X(trap_kind, 1)   \
                       X(trap_pc, 2) X(trap_opcode, 1)
@@ -24,21 +25,53 @@ static_assert(sizeof(GbxState) == (0 GBX_STATE_FIELDS(GBX_COUNT_FIELD)) * sizeof
 
 size_t align64(size_t v) { return (v + 63) & ~size_t(63); }
 
-// DMG I/O registers after the boot ROM (Pan Docs "Power Up Sequence"); 0xFF = unmapped.
+// DMG I/O registers after the boot ROM (Pan Docs "Power Up Sequence", as mGBA reads them:
+// unused bits read 1, wave RAM holds the DMG power-on pattern); 0xFF = unmapped.
 constexpr uint8_t kIoReset[0x80] = {
     0xCF, 0x00, 0x7E, 0xFF, 0xAB, 0x00, 0x00, 0xF8, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xE1,
     0x80, 0xBF, 0xF3, 0xFF, 0xBF, 0xFF, 0x3F, 0x00, 0xFF, 0xBF, 0x7F, 0xFF, 0x9F, 0xFF, 0xBF, 0xFF,
     0xFF, 0x00, 0x00, 0xBF, 0x77, 0xF3, 0xF1, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
-    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-    0x91, 0x85, 0x00, 0x00, 0x00, 0x00, 0xFF, 0xFC, 0x00, 0x00, 0x00, 0x00, 0xFF, 0xFF, 0xFF, 0xFF,
+    0x00, 0xFF, 0x00, 0xFF, 0x00, 0xFF, 0x00, 0xFF, 0x00, 0xFF, 0x00, 0xFF, 0x00, 0xFF, 0x00, 0xFF,
+    0x91, 0x85, 0x00, 0x00, 0x00, 0x00, 0xFF, 0xFC, 0xFF, 0xFF, 0x00, 0x00, 0xFF, 0xFF, 0xFF, 0xFF,
     0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
     0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
     0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
 };
 // The 16-bit system counter right after the boot ROM (DIV reads its high byte, 0xAB).
-constexpr int64_t kDivCounterAtReset = 0xABCC;
+constexpr int64_t kDivCounterAtReset = 0xABC0;
 // Where the PPU is in its frame (dots since line 0, dot 0) right after the boot ROM.
-constexpr int64_t kPpuDotsAtReset = 0;
+// mGBA (and the DMG boot ROM) hand over 56 T-cycles before line 0 starts.
+constexpr int64_t kPpuDotsAtReset = 70224 - 56;
+
+}  // namespace
+
+// What the boot ROM leaves in VRAM: the header logo expanded into tiles 1-24 (each bit
+// doubled, each row twice), the (R) tile 25, and the two rows of the tile map that show them.
+void EnvState::write_boot_vram(uint8_t* vram) const {
+  if (rom_ && rom_->bytes.size() >= 0x134) {
+    uint32_t addr = 0x0010;
+    for (uint32_t i = 0; i < 48; ++i) {
+      const uint8_t b = rom_->bytes[0x104 + i];
+      for (int nib : {b >> 4, b & 0xF}) {
+        uint8_t v = 0;
+        for (int bit = 0; bit < 4; ++bit)
+          if (nib & (1 << bit)) v |= (uint8_t)(3 << (2 * bit));
+        vram[addr] = v;
+        vram[addr + 2] = v;
+        addr += 4;
+      }
+    }
+  }
+  const uint8_t registered[8] = {0x3C, 0x42, 0xB9, 0xA5, 0xB9, 0xA5, 0x42, 0x3C};
+  for (int i = 0; i < 8; ++i) vram[0x0190 + 2 * i] = registered[i];
+  for (int i = 0; i < 12; ++i) {
+    vram[0x1904 + i] = (uint8_t)(1 + i);
+    vram[0x1924 + i] = (uint8_t)(13 + i);
+  }
+  vram[0x1910] = 0x19;
+}
+
+namespace {
 
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -122,9 +155,11 @@ void EnvState::reset_dmg() {
     soa_.div_epoch[i] = -kDivCounterAtReset;
     soa_.timer_synced[i] = 0;
     soa_.ppu_epoch[i] = -kPpuDotsAtReset;
+    soa_.serial_event[i] = INT64_MAX;
     soa_.mbc_rom_bank[i] = 1;
     std::memcpy(mem(i) + GBX_MEM_IO, kIoReset, sizeof kIoReset);
     mem(i)[GBX_MEM_IO + 0xFF] = 0x00;  // IE
+    write_boot_vram(mem(i) + GBX_MEM_VRAM);
   }
 }
 

@@ -15,19 +15,21 @@ GBX_FN void interrupt_dispatch(Cpu& cpu, Bus& bus, u8 pending) {
   idle(bus);
 }
 
-// Everything scheduled for a cycle at or before now: timer overflows, PPU interrupts.
+// Everything scheduled for a cycle at or before now: timer overflows, PPU interrupts, the end
+// of a serial transfer.
 GBX_FN void service_events(Bus& bus) {
   if (bus.cycles >= bus.timer_event) {
     timer_sync(bus, bus.cycles);
     timer_schedule(bus);
   }
-  ppu_service(bus);
+  ppu_service(bus, bus.cycles);
+  serial_service(bus, bus.cycles);
   events_reschedule(bus);
 }
 
 // STOP mode (DMG): DIV is reset; the CPU sleeps until a button is pressed.
 GBX_FN void stop_enter(Bus& bus) {
-  timer_write_div(bus);
+  timer_write_div(bus, io_time(bus));
   timer_schedule(bus);
   events_reschedule(bus);
   bus.run_state = GBX_RUN_STOPPED;

@@ -27,8 +27,13 @@ struct Bus {
   i64 timer_event;   // cycle at which the next TIMA overflow becomes visible in IF
   i64 ppu_epoch;     // cycle at which the PPU was at line 0, dot 0
   i64 ppu_event;     // cycle of the next VBlank / STAT interrupt
+  i64 serial_event;  // cycle at which the serial transfer in progress completes
   u8* GBX_RESTRICT serial_buf;
   u32 serial_len;
 };
 
 GBX_FN u8* io_reg(Bus& b, u32 addr) { return b.mem + GBX_MEM_IO + (addr & 0xFFu); }
+
+// When the current memory access happens: 1 T-cycle into its M-cycle (the bus helpers have
+// already charged the whole M-cycle). I/O side effects are timed from here.
+GBX_FN i64 io_time(const Bus& b) { return b.cycles - 3; }

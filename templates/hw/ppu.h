@@ -20,11 +20,11 @@ GBX_FN u8 ppu_mode_at(i64 pos) {
   return dot < 80 ? 2 : dot < GBX_MODE3_END ? 3 : 0;
 }
 
-GBX_FN u8 ppu_ly(Bus& b) { return (u8)(ppu_pos(b, b.cycles) / GBX_LINE_DOTS); }
+GBX_FN u8 ppu_ly(Bus& b) { return (u8)(ppu_pos(b, io_time(b)) / GBX_LINE_DOTS); }
 
 GBX_FN u8 ppu_stat(Bus& b) {
   const u8 stat = *io_reg(b, 0xFF41);
-  const i64 pos = ppu_pos(b, b.cycles);
+  const i64 pos = ppu_pos(b, io_time(b));
   const u8 mode = ppu_lcd_on(b) ? ppu_mode_at(pos) : 0;
   const u8 coincidence = (u8)(pos / GBX_LINE_DOTS) == *io_reg(b, 0xFF45) ? 4 : 0;
   return (u8)(0x80 | (stat & 0x78) | coincidence | mode);
@@ -71,8 +71,8 @@ GBX_FN void ppu_schedule(Bus& b, i64 after) {
   b.ppu_event = GBX_NEVER;
 }
 
-GBX_FN void ppu_service(Bus& b) {
-  while (b.ppu_event <= b.cycles) {
+GBX_FN void ppu_service(Bus& b, i64 now) {
+  while (b.ppu_event <= now) {
     b.iflag |= ppu_irq_at(b, ppu_pos(b, b.ppu_event));
     ppu_schedule(b, b.ppu_event);
   }
@@ -82,6 +82,6 @@ GBX_FN void ppu_write_lcdc(Bus& b, u8 v) {
   const bool was_on = ppu_lcd_on(b);
   *io_reg(b, 0xFF40) = v;
   // Switching the LCD on starts a frame at line 0.
-  if (!was_on && (v & 0x80)) b.ppu_epoch = b.cycles;
-  ppu_schedule(b, b.cycles);
+  if (!was_on && (v & 0x80)) b.ppu_epoch = io_time(b);
+  ppu_schedule(b, io_time(b));
 }

@@ -1,12 +1,24 @@
-// Serial port capture (Pan Docs "Serial Data Transfer"). No link partner: writing 0x81 to SC
-// (start, internal clock) appends SB to this env's capture buffer, completes the transfer at
-// once (SB reads 0xFF, SC bit 7 clears) and raises the serial interrupt.
+// Serial port (Pan Docs "Serial Data Transfer") with no link partner. Writing SC with bits 7
+// and 0 set (start, internal clock) captures SB into this env's buffer; the 8 bits then shift
+// out at 8192 Hz, 512 T-cycles each, so 4096 T-cycles after the write SB reads 0xFF (1s
+// shifted in), SC bit 7 clears and the serial interrupt is requested (an event).
+#define GBX_SERIAL_TRANSFER_CYCLES 4096
+
 GBX_FN void serial_write_sc(Bus& b, u8 v) {
   *io_reg(b, 0xFF02) = (u8)(v | 0x7E);
-  if ((v & 0x81) != 0x81) return;
+  if ((v & 0x81) != 0x81) {
+    b.serial_event = GBX_NEVER;  // clearing bit 7 abandons a transfer
+    return;
+  }
   if (b.serial_len < GBX_SERIAL_CAPACITY) b.serial_buf[b.serial_len] = *io_reg(b, 0xFF01);
   b.serial_len++;
+  b.serial_event = io_time(b) + GBX_SERIAL_TRANSFER_CYCLES;
+}
+
+GBX_FN void serial_service(Bus& b, i64 now) {
+  if (now < b.serial_event) return;
   *io_reg(b, 0xFF01) = 0xFF;
-  *io_reg(b, 0xFF02) = 0x7F & (u8)(v | 0x7E);
+  *io_reg(b, 0xFF02) &= 0x7F;
   b.iflag |= 0x08;
+  b.serial_event = GBX_NEVER;
 }

@@ -46,13 +46,13 @@ GBX_FN void timer_schedule(Bus& b) {
   b.timer_event = b.div_epoch + (((sc >> s) + rem) << s) + 4;
 }
 
-GBX_FN u8 timer_read_div(Bus& b) { return (u8)((b.cycles - b.div_epoch) >> 8); }
+GBX_FN u8 timer_read_div(Bus& b) { return (u8)((io_time(b) - b.div_epoch) >> 8); }
 
-GBX_FN void timer_write_div(Bus& b) {
-  timer_sync(b, b.cycles);
+GBX_FN void timer_write_div(Bus& b, i64 now) {
+  timer_sync(b, now);
   const u8 tac = *io_reg(b, 0xFF07);
   // Resetting the counter while the selected bit is 1 is a falling edge: TIMA ticks.
-  if ((tac & 4) && (((b.cycles - b.div_epoch) >> (timer_shift(tac) - 1)) & 1)) timer_add(b, 1);
-  b.div_epoch = b.cycles;
-  b.timer_synced = b.cycles;
+  if ((tac & 4) && (((now - b.div_epoch) >> (timer_shift(tac) - 1)) & 1)) timer_add(b, 1);
+  b.div_epoch = now;
+  b.timer_synced = now;
 }

@@ -29,6 +29,10 @@ StateLayout make_layout(int num_envs, MemoryModel mm, uint32_t cart_ram_size);
 Status check_env_count(int num_envs, MemoryModel mm, uint32_t cart_ram_size,
                        size_t extra_bytes_per_env = 0);
 
+// Bytes per env of each GbxState array, in declaration order (GbxState is only pointers), so
+// a mirror can copy one env's element of every array without naming the fields.
+const std::vector<size_t>& state_field_sizes();
+
 class EnvState {
  public:
   EnvState() = default;
@@ -54,6 +58,8 @@ class EnvState {
   std::string serial(int env) const;
 
  private:
+  void write_boot_vram(uint8_t* vram) const;
+
   StateLayout layout_;
   MemoryModel mm_ = MemoryModel::Dmg;
   const Rom* rom_ = nullptr;

@@ -1,0 +1,609 @@
+#include "gbx/runtime/mgba_backend.h"
+
+// clang-format off
+// mGBA's struct layouts depend on its build flags: flags.h must come before any other mGBA
+// header, or struct GB / struct mCore would not match the library.
+#include <mgba/flags.h>
+// clang-format on
+
+#include <mgba-util/vfs.h>
+#include <mgba/core/config.h>
+#include <mgba/core/core.h>
+#include <mgba/core/log.h>
+#include <mgba/core/timing.h>
+#include <mgba/core/version.h>
+#include <mgba/gb/core.h>
+#include <mgba/gb/interface.h>
+#include <mgba/internal/gb/gb.h>
+#include <mgba/internal/gb/io.h>
+#include <mgba/internal/gb/memory.h>
+#include <mgba/internal/gb/video.h>
+#include <mgba/internal/sm83/sm83.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdarg>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "gbx_abi.h"
+
+namespace gbx {
+namespace {
+
+// The stepping loop below leans on how Debian's libmgba 0.10.1 runs a halted SM83 (see
+// run_unit); these offsets were read from that build's GBProcessEvents/GBHalt machine code.
+// A different mGBA needs that loop re-checked, not just a rebuild.
+static_assert(offsetof(struct GB, memory) + offsetof(struct GBMemory, ime) == 0x234);
+static_assert(offsetof(struct GB, memory) + offsetof(struct GBMemory, ie) == 0x235);
+static_assert(offsetof(struct GB, timing) + offsetof(struct mTiming, globalCycles) == 0x938);
+static_assert(offsetof(struct GB, cpuBlocked) == 0x9F0);
+static_assert(offsetof(struct GB, earlyExit) == 0x9F1);
+static_assert(offsetof(struct SM83Core, cycles) == 0x14);
+static_assert(offsetof(struct SM83Core, executionState) == 0x1C);
+static_assert(offsetof(struct SM83Core, halted) == 0x20);
+
+constexpr int kFrameCycles = 70224;
+// The GB core's mTiming counts 2 units per T-cycle in single speed (DMG has no other).
+constexpr int64_t kUnitsPerCycle = 2;
+constexpr int64_t kFrameUnits = kFrameCycles * kUnitsPerCycle;
+constexpr int kObsDim = 32;
+
+// mGBA logs through one process-wide default logger; it is installed once and prints only
+// while some backend was created verbose.
+std::atomic<bool> g_verbose{false};
+
+void log_to_stderr(struct mLogger*, int category, enum mLogLevel level, const char* format,
+                   va_list args) {
+  if (!g_verbose.load(std::memory_order_relaxed)) return;
+  // Game errors and stubs fire per instruction in some ROMs; debug levels would drown stderr.
+  if (level & (mLOG_DEBUG | mLOG_STUB)) return;
+  char line[512];
+  std::vsnprintf(line, sizeof line, format, args);
+  std::fprintf(stderr, "mgba %s: %s\n", mLogCategoryName(category), line);
+}
+
+struct mLogger g_logger = {log_to_stderr, nullptr};
+
+void install_logger(bool verbose) {
+  static std::once_flag once;
+  std::call_once(once, [] { mLogSetDefaultLogger(&g_logger); });
+  if (verbose) g_verbose.store(true, std::memory_order_relaxed);
+}
+
+bool is_illegal_opcode(uint8_t op) {
+  switch (op) {
+    case 0xD3:
+    case 0xDB:
+    case 0xDD:
+    case 0xE3:
+    case 0xE4:
+    case 0xEB:
+    case 0xEC:
+    case 0xED:
+    case 0xF4:
+    case 0xFC:
+    case 0xFD:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Opcode fetch points: a plain fetch, or the re-fetch of the HALT bug.
+bool at_instruction_boundary(const SM83Core* cpu) {
+  return cpu->executionState == SM83_CORE_FETCH || cpu->executionState == SM83_CORE_HALT_BUG;
+}
+
+enum class Unit { Instruction, Dispatch, HaltSlice, Trap };
+
+struct MgbaEnv;
+
+// A link-port "driver" that only listens: mGBA tells drivers about every SB/SC write and
+// schedules the transfer itself either way, so attaching it changes no timing.
+struct SerialTap {
+  struct GBSIODriver driver;  // first member: mGBA hands back &driver
+  MgbaEnv* env;
+};
+
+struct MgbaEnv {
+  struct mCore* core = nullptr;
+  struct GB* gb = nullptr;
+  struct SM83Core* cpu = nullptr;
+  SerialTap tap{};
+  struct mTimingEvent deadline {};
+
+  int64_t mgba_mark = 0;    // mGBA time (units) at the last accounting point
+  int64_t units = 0;        // timing units since reset
+  int64_t frame_units = 0;  // units into the current frame, overshoot carried
+  int64_t frames = 0;
+  int64_t instr = 0;
+  int32_t action = 0;
+  std::string serial;
+  uint8_t trap_kind = GBX_TRAP_NONE;
+  uint16_t trap_pc = 0;
+  uint8_t trap_opcode = 0;
+  MgbaStepKind last_kind = MgbaStepKind::Instruction;
+
+  MgbaEnv() = default;
+  MgbaEnv(const MgbaEnv&) = delete;
+  MgbaEnv& operator=(const MgbaEnv&) = delete;
+  ~MgbaEnv() {
+    if (!core) return;
+    mCoreConfigDeinit(&core->config);
+    core->deinit(core);  // frees core, its GB and SM83Core, and closes the ROM's VFile
+  }
+
+  // Elapsed time as mGBA counts it. GBProcessEvents adds every batch of CPU cycles it hands
+  // to mTimingTick to timing.globalCycles (USE_DEBUGGERS is on in this build) and restarts
+  // cpu->cycles from 0, so globalCycles + cycles grows by exactly the units each M-cycle
+  // and each halted wait consumed, however events split them. (mTimingCurrentTime() is
+  // masterCycles + cycles; adding it to globalCycles counts processed time twice, and
+  // masterCycles alone is 32-bit and wraps after ~30000 frames.)
+  int64_t mgba_time() const { return static_cast<int64_t>(gb->timing.globalCycles) + cpu->cycles; }
+
+  // Folds the time since the last mark into the counters; the frame rule wraps here.
+  void account() {
+    int64_t now = mgba_time();
+    // mGBA moves a halted CPU's clock to its next event before running it. Nothing happens
+    // in between, so the state at the frame end is the current one: a frame that ends in
+    // HALT ends exactly at 70224, and the rest of the jump counts in the next frame.
+    if (cpu->halted) now = std::min(now, mgba_mark + (kFrameUnits - frame_units));
+    units += now - mgba_mark;
+    frame_units += now - mgba_mark;
+    mgba_mark = now;
+    while (frame_units >= kFrameUnits) {
+      frame_units -= kFrameUnits;
+      ++frames;
+    }
+  }
+
+  // Side-effect-free byte of the bus view.
+  uint8_t peek(uint16_t addr) {
+    if (addr >= GB_BASE_OAM && addr < GB_BASE_UNUSABLE) return gb->video.oam.raw[addr & 0xFF];
+    if (addr == GB_BASE_IO + GB_REG_JOYP) {
+      // GBIORead recomputes JOYP into io[] and may raise the joypad interrupt: put back
+      // everything that path can touch.
+      const uint8_t joyp = gb->memory.io[GB_REG_JOYP];
+      const uint8_t iflag = gb->memory.io[GB_REG_IF];
+      const bool halted = cpu->halted;
+      const bool pending = cpu->irqPending;
+      const uint8_t value = GBView8(cpu, addr, -1);
+      gb->memory.io[GB_REG_JOYP] = joyp;
+      gb->memory.io[GB_REG_IF] = iflag;
+      cpu->halted = halted;
+      cpu->irqPending = pending;
+      return value;
+    }
+    return GBView8(cpu, addr, -1);
+  }
+
+  // Brings mGBA's state up to the current time: every event due at or before now has run,
+  // so I/O registers read back as of this instruction boundary. It is exactly what the next
+  // SM83Tick would do first, so the emulation does not change. Not while halted: there
+  // GBProcessEvents would move the CPU on to its next event.
+  void flush_events() {
+    if (!cpu->halted && cpu->cycles >= cpu->nextEvent) cpu->irqh.processEvents(cpu);
+  }
+
+  // Runs one unit: an instruction, an interrupt dispatch, or a stretch of HALT.
+  Unit run_unit() {
+    if (trap_kind != GBX_TRAP_NONE) return Unit::Trap;
+    Unit kind = Unit::Instruction;
+    // A halted SM83 advances only through GBProcessEvents, which moves it from event to
+    // event. SM83Tick is never called while halted: in 0.10.1 it re-runs processEvents
+    // until the CPU wakes, forever if it never does (HALT with IE=0). With IME=1 and IE!=0,
+    // GBProcessEvents itself loops until an interrupt wakes the CPU, so a deadline event at
+    // the frame end sets earlyExit to hand control back. The deadline exists only then, to
+    // leave mGBA's event sequence otherwise untouched.
+    while (cpu->halted || cpu->cycles >= cpu->nextEvent) {
+      const bool arm = cpu->halted && gb->memory.ime && gb->memory.ie;
+      if (arm) {
+        const int64_t left = std::max<int64_t>(kFrameUnits - frame_units, kUnitsPerCycle);
+        mTimingDeschedule(&gb->timing, &deadline);
+        mTimingSchedule(&gb->timing, &deadline, static_cast<int32_t>(left));
+      }
+      cpu->irqh.processEvents(cpu);
+      if (arm) mTimingDeschedule(&gb->timing, &deadline);
+      if (cpu->halted) {
+        kind = Unit::HaltSlice;
+        break;
+      }
+    }
+    if (kind != Unit::HaltSlice) {
+      // Here cycles < nextEvent, so the first SM83Tick goes straight to the fetch, where
+      // _SM83Step dispatches if irqPending is set and fetches the opcode otherwise.
+      if (cpu->irqPending) {
+        kind = Unit::Dispatch;
+      } else {
+        const uint8_t op = peek(cpu->pc);
+        if (is_illegal_opcode(op)) {
+          trap_kind = GBX_TRAP_ILLEGAL_OPCODE;
+          trap_pc = cpu->pc;
+          trap_opcode = op;
+          return Unit::Trap;
+        }
+      }
+      // One tick per M-cycle until the next fetch. A HALT-bug HALT ends at the re-fetch,
+      // which then runs as its own instruction (core->step would run both at once). A HALT
+      // that halts ends the unit at once: GBHalt may leave executionState short of FETCH
+      // (when the next event is not on the M-cycle grid, e.g. a serial bit), and only
+      // GBProcessEvents brings it back; another SM83Tick here would never return.
+      do {
+        SM83Tick(cpu);
+      } while (!cpu->halted && !at_instruction_boundary(cpu));
+      if (kind == Unit::Instruction) ++instr;
+      flush_events();
+    }
+    account();
+    return kind;
+  }
+
+  void run_frame() {
+    const int64_t target = frames + 1;
+    while (frames < target && trap_kind == GBX_TRAP_NONE) run_unit();
+  }
+
+  void step_instruction() {
+    Unit u;
+    do {
+      u = run_unit();
+    } while (u == Unit::Dispatch);
+    last_kind = u == Unit::Instruction ? MgbaStepKind::Instruction
+                : u == Unit::HaltSlice ? MgbaStepKind::Halted
+                                       : MgbaStepKind::Trapped;
+  }
+
+  void set_keys(int32_t a) {
+    action = a;
+    core->setKeys(core, static_cast<uint32_t>(a) & 0xFF);
+  }
+
+  void clear_counters() {
+    mgba_mark = mgba_time();
+    units = frame_units = frames = instr = 0;
+    serial.clear();
+    trap_kind = GBX_TRAP_NONE;
+    trap_pc = 0;
+    trap_opcode = 0;
+    last_kind = MgbaStepKind::Instruction;
+  }
+};
+
+bool tap_init(struct GBSIODriver*) { return true; }
+void tap_deinit(struct GBSIODriver*) {}
+void tap_write_sb(struct GBSIODriver*, uint8_t) {}
+uint8_t tap_write_sc(struct GBSIODriver* driver, uint8_t value) {
+  MgbaEnv* env = reinterpret_cast<SerialTap*>(driver)->env;
+  if ((value & 0x81) == 0x81 && env->serial.size() < GBX_SERIAL_CAPACITY)
+    env->serial.push_back(static_cast<char>(env->gb->memory.io[GB_REG_SB]));
+  return value;
+}
+
+void deadline_reached(struct mTiming*, void* context, uint32_t) {
+  static_cast<struct GB*>(context)->earlyExit = true;
+}
+
+// A fixed set of workers; run() hands out indices one at a time (envs differ in cost:
+// halted ones are cheap) and returns when all are done. The calling thread works too.
+class WorkerPool {
+ public:
+  explicit WorkerPool(int threads) {
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+  }
+  ~WorkerPool() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : workers_) t.join();
+  }
+
+  void run(int n, const std::function<void(int)>& fn) {
+    if (workers_.empty() || n <= 1) {
+      for (int i = 0; i < n; ++i) fn(i);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      fn_ = &fn;
+      n_ = n;
+      next_.store(0);
+      busy_ = static_cast<int>(workers_.size());
+      ++generation_;
+    }
+    wake_.notify_all();
+    drain();
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [this] { return busy_ == 0; });
+    fn_ = nullptr;
+  }
+
+ private:
+  void drain() {
+    for (int i = next_.fetch_add(1); i < n_; i = next_.fetch_add(1)) (*fn_)(i);
+  }
+
+  void work() {
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+      }
+      drain();
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--busy_ == 0) done_.notify_one();
+    }
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable wake_, done_;
+  const std::function<void(int)>* fn_ = nullptr;
+  int n_ = 0;
+  std::atomic<int> next_{0};
+  int busy_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+
+}  // namespace
+
+struct MgbaBackend::Impl {
+  BackendConfig cfg;
+  std::vector<uint8_t> rom;  // shared by every core: mGBA maps a const-memory VFile in place
+  std::vector<std::unique_ptr<MgbaEnv>> envs;
+  std::unique_ptr<WorkerPool> pool;
+  std::vector<float> obs;
+  std::vector<float> reward;
+
+  Status check_env(int env) const {
+    if (env < 0 || env >= static_cast<int>(envs.size()))
+      return make_error(ErrorKind::Usage, "env " + std::to_string(env) + " is out of range (" +
+                                              std::to_string(envs.size()) + " envs)");
+    return ok_status();
+  }
+
+  Status reset_env(MgbaEnv& e) {
+    e.core->reset(e.core);
+    if (e.gb->model != GB_MODEL_DMG)
+      return make_error(
+          ErrorKind::Runtime,
+          "mGBA reset into model " + std::string(GBModelToName(e.gb->model)) + " instead of DMG");
+    if (e.gb->sio.driver != &e.tap.driver) GBSIOSetDriver(&e.gb->sio, &e.tap.driver);
+    e.flush_events();
+    e.set_keys(0);
+    e.clear_counters();
+    return ok_status();
+  }
+
+  Result<std::unique_ptr<MgbaEnv>> make_env() {
+    auto e = std::make_unique<MgbaEnv>();
+    e->core = GBCoreCreate();
+    if (!e->core) return make_error(ErrorKind::Runtime, "mGBA could not create a GB core");
+    if (!e->core->init(e->core)) {
+      std::free(e->core);  // init failed before anything else was allocated
+      e->core = nullptr;
+      return make_error(ErrorKind::Runtime, "mGBA could not initialize a GB core");
+    }
+    // No port name: nothing is read from the user's mGBA config, so no BIOS file is found
+    // and reset takes mGBA's skip-BIOS path. "gb.model" makes the DMG choice explicit
+    // (autodetection picks it too for a cartridge without CGB/SGB flags).
+    mCoreInitConfig(e->core, nullptr);
+    mCoreConfigSetValue(&e->core->config, "gb.model", "DMG");
+    e->gb = static_cast<struct GB*>(e->core->board);
+    e->cpu = static_cast<struct SM83Core*>(e->core->cpu);
+    // GBIsROM wants the logo bytes, so mCoreLoadFile would refuse our micro-ROMs;
+    // loadROM itself does not check them.
+    struct VFile* vf = VFileFromConstMemory(rom.data(), rom.size());
+    if (!vf || !e->core->loadROM(e->core, vf)) {
+      if (vf) vf->close(vf);
+      return make_error(ErrorKind::Input, "mGBA refused the ROM image");
+    }
+    e->tap.driver.init = tap_init;
+    e->tap.driver.deinit = tap_deinit;
+    e->tap.driver.writeSB = tap_write_sb;
+    e->tap.driver.writeSC = tap_write_sc;
+    e->tap.env = e.get();
+    e->deadline.context = e->gb;
+    e->deadline.callback = deadline_reached;
+    e->deadline.name = "GBX frame deadline";
+    e->deadline.priority = 0xFF;  // after mGBA's own events due at the same time
+    if (Status st = reset_env(*e); !st) return st.take_error();
+    return e;
+  }
+
+  void run_epilog(int i) {
+    MgbaEnv& e = *envs[i];
+    const SM83Core* c = e.cpu;
+    uint8_t m[16];
+    for (int k = 0; k < 16; ++k) m[k] = e.peek(static_cast<uint16_t>(0xC000 + k));
+    auto u8 = [](int v) { return static_cast<float>(v & 0xFF) / 255.0f; };
+    if (stage_writes_obs(cfg.stage)) {
+      float* o = &obs[static_cast<size_t>(i) * kObsDim];
+      o[0] = static_cast<float>(c->pc) / 65535.0f;
+      o[1] = static_cast<float>(c->sp) / 65535.0f;
+      const uint8_t regs[8] = {c->a, c->f.packed, c->b, c->c, c->d, c->e, c->h, c->l};
+      for (int k = 0; k < 8; ++k) o[2 + k] = u8(regs[k]);
+      for (int k = 0; k < 16; ++k) o[10 + k] = u8(m[k]);
+      o[26] = u8(m[0] ^ m[1]);
+      o[27] = u8(m[2] + 5 * m[3]);
+      o[28] = u8(m[4] ^ c->a);
+      o[29] = u8(m[5] + c->b);
+      o[30] = u8(m[6] ^ c->c);
+      o[31] = u8(m[7] + c->d);
+    }
+    if (stage_writes_reward(cfg.stage)) reward[i] = u8(c->a ^ ((m[0] + 3 * m[1]) & 0xFF));
+  }
+};
+
+MgbaBackend::MgbaBackend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+MgbaBackend::~MgbaBackend() = default;
+
+Result<std::unique_ptr<MgbaBackend>> MgbaBackend::create(const Rom& rom, const BackendConfig& cfg) {
+  if (cfg.num_envs < 1)
+    return make_error(ErrorKind::Usage,
+                      "mgba backend needs at least 1 env, got " + std::to_string(cfg.num_envs));
+  if (cfg.frames_per_step < 1)
+    return make_error(ErrorKind::Usage, "mgba backend needs frames_per_step >= 1, got " +
+                                            std::to_string(cfg.frames_per_step));
+  if (cfg.threads < 0)
+    return make_error(ErrorKind::Usage, "thread count must be >= 0 (0 = all cores), got " +
+                                            std::to_string(cfg.threads));
+  if (std::strncmp(projectVersion, "0.10.", 5) != 0)
+    return make_error(ErrorKind::Runtime, std::string("mgba backend is written against libmgba "
+                                                      "0.10.x, found ") +
+                                              projectVersion);
+  if (rom.bytes.size() < 0x150)
+    return make_error(ErrorKind::Input,
+                      "ROM '" + rom.name + "' is too small for a cartridge header");
+  install_logger(cfg.verbose);
+
+  auto impl = std::make_unique<Impl>();
+  impl->cfg = cfg;
+  impl->rom = rom.bytes;
+  impl->envs.reserve(static_cast<size_t>(cfg.num_envs));
+  for (int i = 0; i < cfg.num_envs; ++i) {
+    auto env = impl->make_env();
+    if (!env) return env.take_error();
+    impl->envs.push_back(std::move(env.value()));
+  }
+  int threads = cfg.threads > 0
+                    ? cfg.threads
+                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = std::min(threads, cfg.num_envs);
+  impl->pool = std::make_unique<WorkerPool>(threads);
+  impl->obs.assign(static_cast<size_t>(cfg.num_envs) * kObsDim, 0.0f);
+  impl->reward.assign(static_cast<size_t>(cfg.num_envs), 0.0f);
+  return std::unique_ptr<MgbaBackend>(new MgbaBackend(std::move(impl)));
+}
+
+int MgbaBackend::num_envs() const { return static_cast<int>(impl_->envs.size()); }
+
+Status MgbaBackend::reset(uint64_t seed) {
+  (void)seed;  // reserved for randomized starts; mGBA's reset is deterministic
+  for (auto& e : impl_->envs)
+    if (Status st = impl_->reset_env(*e); !st) return st;
+  std::fill(impl_->obs.begin(), impl_->obs.end(), 0.0f);
+  std::fill(impl_->reward.begin(), impl_->reward.end(), 0.0f);
+  return ok_status();
+}
+
+Status MgbaBackend::step(const std::vector<int32_t>& actions) {
+  const int n = num_envs();
+  if (!actions.empty() && static_cast<int>(actions.size()) != n)
+    return make_error(ErrorKind::Usage, "step got " + std::to_string(actions.size()) +
+                                            " actions for " + std::to_string(n) + " envs");
+  const int frames = impl_->cfg.frames_per_step;
+  const bool epilog = impl_->cfg.stage != Stage::EmulateOnly;
+  impl_->pool->run(n, [&](int i) {
+    MgbaEnv& e = *impl_->envs[i];
+    e.set_keys(actions.empty() ? 0 : actions[i]);
+    for (int f = 0; f < frames; ++f) e.run_frame();
+    if (epilog) impl_->run_epilog(i);
+  });
+  return ok_status();
+}
+
+Result<CpuState> MgbaBackend::get_cpu_state(int env) {
+  if (Status st = impl_->check_env(env); !st) return st.take_error();
+  const MgbaEnv& e = *impl_->envs[env];
+  const SM83Core* c = e.cpu;
+  CpuState s;
+  s.pc = c->pc;
+  s.sp = c->sp;
+  s.a = c->a;
+  s.f = c->f.packed;
+  s.b = c->b;
+  s.c = c->c;
+  s.d = c->d;
+  s.e = c->e;
+  s.h = c->h;
+  s.l = c->l;
+  s.ime = e.gb->memory.ime ? 1 : 0;
+  // mGBA has no stopped state on DMG: STOP runs as a 2-byte no-op there.
+  s.run_state = c->halted ? GBX_RUN_HALTED : GBX_RUN_ACTIVE;
+  s.cycle_count = e.units / kUnitsPerCycle;
+  s.instr_count = e.instr;
+  s.trap_kind = e.trap_kind;
+  s.trap_pc = e.trap_pc;
+  s.trap_opcode = e.trap_opcode;
+  return s;
+}
+
+Result<std::vector<uint8_t>> MgbaBackend::read_memory(int env, uint32_t lo, uint32_t hi) {
+  if (Status st = impl_->check_env(env); !st) return st.take_error();
+  if (lo > hi || hi > 0x10000)
+    return make_error(ErrorKind::Usage, "memory range [" + std::to_string(lo) + ", " +
+                                            std::to_string(hi) + ") is not inside the 64 KiB bus");
+  MgbaEnv& e = *impl_->envs[env];
+  std::vector<uint8_t> out;
+  out.reserve(hi - lo);
+  for (uint32_t a = lo; a < hi; ++a) out.push_back(e.peek(static_cast<uint16_t>(a)));
+  return out;
+}
+
+Result<std::vector<float>> MgbaBackend::read_obs(int env) {
+  if (Status st = impl_->check_env(env); !st) return st.take_error();
+  const auto first = impl_->obs.begin() + static_cast<ptrdiff_t>(env) * kObsDim;
+  return std::vector<float>(first, first + kObsDim);
+}
+
+Result<float> MgbaBackend::read_reward(int env) {
+  if (Status st = impl_->check_env(env); !st) return st.take_error();
+  return impl_->reward[env];
+}
+
+Result<std::string> MgbaBackend::serial_output(int env) {
+  if (Status st = impl_->check_env(env); !st) return st.take_error();
+  return impl_->envs[env]->serial;
+}
+
+Status MgbaBackend::step_instruction(int env) {
+  if (Status st = impl_->check_env(env); !st) return st;
+  impl_->envs[env]->step_instruction();
+  return ok_status();
+}
+
+Result<MgbaStepKind> MgbaBackend::last_step_kind(int env) {
+  if (Status st = impl_->check_env(env); !st) return st.take_error();
+  return impl_->envs[env]->last_kind;
+}
+
+Status MgbaBackend::set_action(int env, int32_t action) {
+  if (Status st = impl_->check_env(env); !st) return st;
+  impl_->envs[env]->set_keys(action);
+  return ok_status();
+}
+
+Result<int64_t> MgbaBackend::cycles(int env) {
+  if (Status st = impl_->check_env(env); !st) return st.take_error();
+  return impl_->envs[env]->units / kUnitsPerCycle;
+}
+
+Result<int> MgbaBackend::cycle_in_frame(int env) {
+  if (Status st = impl_->check_env(env); !st) return st.take_error();
+  return static_cast<int>(impl_->envs[env]->frame_units / kUnitsPerCycle);
+}
+
+Result<int64_t> MgbaBackend::frames(int env) {
+  if (Status st = impl_->check_env(env); !st) return st.take_error();
+  return impl_->envs[env]->frames;
+}
+
+Result<std::unique_ptr<Backend>> make_mgba_backend(const Rom& rom, const BackendConfig& cfg) {
+  auto b = MgbaBackend::create(rom, cfg);
+  if (!b) return b.take_error();
+  return std::unique_ptr<Backend>(std::move(b.value()));
+}
+
+}  // namespace gbx

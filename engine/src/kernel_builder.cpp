@@ -103,6 +103,16 @@ Result<CpuKernel> build_cpu_kernel(const TemplateBundle& bundle, const SynthPara
     Result<void*> fn = object ? jit_load_object(b.key, object.value(), b.source.entry_point)
                               : Result<void*>(object.take_error());
     if (fn) {
+      // Templates are read at run time: a kernel generated from templates whose state ABI
+      // differs from the one this binary was built with would corrupt memory. Refuse it.
+      auto abi = jit_load_object(b.key, object.value(), "gbx_abi_version");
+      if (!abi) return abi.take_error();
+      const int kernel_abi = reinterpret_cast<int (*)()>(abi.value())();
+      if (kernel_abi != GBX_ABI_VERSION)
+        return make_error(ErrorKind::Template,
+                          "templates declare state ABI v" + std::to_string(kernel_abi) +
+                              " but this binary was built for v" +
+                              std::to_string(GBX_ABI_VERSION) + "; rebuild GBX");
       k.step = reinterpret_cast<CpuStepFn>(fn.value());
       b.load_ms = ms_since(b.cached ? t1 : t2);  // a hit's load includes reading the cache
       return k;

@@ -260,30 +260,41 @@ class Jit {
     return instance;
   }
 
-  Result<void*> load(const std::string& key, const std::string& object, const std::string& symbol) {
+  Result<void*> load(const std::string& key, const std::string& object,
+                     const std::string& symbol) {
     std::lock_guard<std::mutex> lock(mu_);
-    const std::string id = key + "/" + symbol;
-    if (auto it = loaded_.find(id); it != loaded_.end()) return it->second;
-    auto jd = jit_->createJITDylib("gbx-" + key + "-" + std::to_string(loaded_.size()));
-    if (!jd) return make_error(ErrorKind::Runtime, "JIT: " + to_string(jd.takeError()));
-    // Host symbols generated code may bind to: only what clang emits for struct copies.
-    llvm::orc::SymbolMap allowed;
-    auto& es = jit_->getExecutionSession();
-    const auto flags = llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable;
-    allowed[es.intern("memcpy")] = {llvm::pointerToJITTargetAddress(&std::memcpy), flags};
-    allowed[es.intern("memmove")] = {llvm::pointerToJITTargetAddress(&std::memmove), flags};
-    allowed[es.intern("memset")] = {llvm::pointerToJITTargetAddress(&std::memset), flags};
-    if (auto e = jd->define(llvm::orc::absoluteSymbols(std::move(allowed))))
-      return make_error(ErrorKind::Runtime, "JIT: " + to_string(std::move(e)));
-    if (auto e = jit_->addObjectFile(
-            *jd, llvm::MemoryBuffer::getMemBufferCopy(object, "gbx-" + key + ".o")))
-      return make_error(ErrorKind::Runtime, "JIT cannot load module.o: " + to_string(std::move(e)));
+    if (auto it = symbols_.find(key + "/" + symbol); it != symbols_.end()) return it->second;
+    llvm::orc::JITDylib* jd = nullptr;
+    if (auto it = dylibs_.find(key); it != dylibs_.end()) {
+      jd = it->second;
+    } else {
+      auto created = jit_->createJITDylib("gbx-" + key + "-" + std::to_string(dylibs_.size()));
+      if (!created) return make_error(ErrorKind::Runtime, "JIT: " + to_string(created.takeError()));
+      jd = &*created;
+      // Host symbols generated code may bind to: only what clang emits for struct copies.
+      llvm::orc::SymbolMap allowed;
+      auto& es = jit_->getExecutionSession();
+      const auto flags = llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable;
+      allowed[es.intern("memcpy")] = {llvm::pointerToJITTargetAddress(&std::memcpy), flags};
+      allowed[es.intern("memmove")] = {llvm::pointerToJITTargetAddress(&std::memmove), flags};
+      allowed[es.intern("memset")] = {llvm::pointerToJITTargetAddress(&std::memset), flags};
+      if (auto e = jd->define(llvm::orc::absoluteSymbols(std::move(allowed))))
+        return make_error(ErrorKind::Runtime, "JIT: " + to_string(std::move(e)));
+      if (auto e = jit_->addObjectFile(
+              *jd, llvm::MemoryBuffer::getMemBufferCopy(object, "gbx-" + key + ".o")))
+        return make_error(ErrorKind::Runtime,
+                          "JIT cannot load module.o: " + to_string(std::move(e)));
+      // A dylib whose object failed to link stays out of the map, so a retry starts afresh.
+      dylibs_[key] = jd;
+    }
     auto sym = jit_->lookup(*jd, symbol);
-    if (!sym)
+    if (!sym) {
+      dylibs_.erase(key);
       return make_error(ErrorKind::Runtime,
                         "JIT cannot resolve " + symbol + ": " + to_string(sym.takeError()));
+    }
     void* addr = llvm::jitTargetAddressToPointer<void*>(sym->getAddress());
-    loaded_[id] = addr;
+    symbols_[key + "/" + symbol] = addr;
     return addr;
   }
 
@@ -291,7 +302,8 @@ class Jit {
   explicit Jit(std::unique_ptr<llvm::orc::LLJIT> jit) : jit_(std::move(jit)) {}
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   std::mutex mu_;
-  std::map<std::string, void*> loaded_;
+  std::map<std::string, llvm::orc::JITDylib*> dylibs_;  // one per module key
+  std::map<std::string, void*> symbols_;                // "key/symbol" -> address
 };
 
 }  // namespace

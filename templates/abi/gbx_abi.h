@@ -4,7 +4,7 @@
 #ifndef GBX_ABI_H
 #define GBX_ABI_H
 
-#define GBX_ABI_VERSION 3
+#define GBX_ABI_VERSION 4
 
 // Per-env writable memory (memory model dmg): only the regions a cartridge cannot supply.
 #define GBX_MEM_VRAM 0x0000u  // 0x8000-0x9FFF
@@ -53,6 +53,7 @@ typedef struct GbxState {
   long long* timer_synced;   // cycle_count up to which TIMA has been advanced
   long long* ppu_epoch;      // cycle_count at which the PPU was at line 0, dot 0
   long long* serial_event;   // cycle_count at which the serial transfer completes, or max
+  long long* dma_end;        // cycle_count at which the OAM DMA in progress ends
   unsigned char* mbc_rom_bank;  // MBC1 BANK1 register (5 bits)
   unsigned char* mbc_ram_bank;  // MBC1 BANK2 register (2 bits)
   unsigned char* mbc_ram_enable;

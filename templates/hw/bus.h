@@ -6,6 +6,18 @@ GBX_FN u8 bus_read(Bus& b, u32 addr) { return b.mem[addr & 0xFFFFu]; }
 GBX_FN void bus_write(Bus& b, u32 addr, u8 v) { b.mem[addr & 0xFFFFu] = v; }
 GBX_FN void oam_dma(Bus& b, u8 page) { (void)b; (void)page; }
 #else
+// OAM DMA bus conflicts (Pan Docs "OAM DMA Transfer"): for 160 M-cycles the DMA owns the bus
+// its source is on (external: ROM, cartridge RAM, WRAM; or VRAM), and OAM. CPU reads there
+// return 0xFF and writes are lost, so code must run from HRAM meanwhile.
+GBX_FN u32 dma_bus_of(u32 addr) { return (addr - 0x8000u < 0x2000u) ? 1u : 0u; }
+
+GBX_FN bool dma_blocks(Bus& b, u32 addr) {
+  if (io_time(b) < b.dma_end - 640) return false;  // not started yet
+  if (addr >= 0xFF00u) return false;
+  if (addr >= 0xFE00u) return true;
+  return dma_bus_of(addr) == dma_bus_of((u32)*io_reg(b, 0xFF46) << 8);
+}
+
 GBX_NOINLINE u8 bus_read_slow(Bus& b, u32 addr) {
   if (addr < 0xA000u) return b.mem[GBX_MEM_VRAM + (addr - 0x8000u)];
   if (addr < 0xC000u) return cart_ram_read(b, addr);
@@ -15,6 +27,7 @@ GBX_NOINLINE u8 bus_read_slow(Bus& b, u32 addr) {
 }
 
 GBX_FN u8 bus_read(Bus& b, u32 addr) {
+  if (GBX_UNLIKELY(io_time(b) < b.dma_end) && dma_blocks(b, addr)) return 0xFF;
   if (addr < 0x4000u) return b.rom0[addr];
   if (addr < 0x8000u) return b.romx[addr - 0x4000u];
   if (addr - 0xC000u < 0x2000u) return b.mem[GBX_MEM_WRAM + (addr - 0xC000u)];
@@ -32,6 +45,7 @@ GBX_NOINLINE void bus_write_slow(Bus& b, u32 addr, u8 v) {
 }
 
 GBX_FN void bus_write(Bus& b, u32 addr, u8 v) {
+  if (GBX_UNLIKELY(io_time(b) < b.dma_end) && dma_blocks(b, addr)) return;
   if (addr - 0xC000u < 0x2000u) {
     b.mem[GBX_MEM_WRAM + (addr - 0xC000u)] = v;
     return;
@@ -43,9 +57,13 @@ GBX_FN void bus_write(Bus& b, u32 addr, u8 v) {
   bus_write_slow(b, addr, v);
 }
 
-// OAM DMA copies 160 bytes at once (the 640-cycle bus lock is not modelled).
+// OAM DMA: the 160 bytes are copied at once (nothing can observe OAM before the transfer
+// ends); the bus is owned for 160 M-cycles starting two M-cycles after the write, as mGBA
+// schedules it.
 GBX_FN void oam_dma(Bus& b, u8 page) {
   const u32 src = (u32)page << 8;
-  for (u32 i = 0; i < 160u; ++i) b.mem[GBX_MEM_OAM + i] = bus_read(b, src + i);
+  b.dma_end = 0;
+  for (u32 i = 0; i < 160u; ++i) b.mem[GBX_MEM_OAM + i] = bus_read(b, (src + i) & 0xFFFFu);
+  b.dma_end = io_time(b) + 8 + 640;
 }
 #endif

@@ -28,6 +28,7 @@ struct Bus {
   i64 ppu_epoch;     // cycle at which the PPU was at line 0, dot 0
   i64 ppu_event;     // cycle of the next VBlank / STAT interrupt
   i64 serial_event;  // cycle at which the serial transfer in progress completes
+  i64 dma_end;       // the OAM DMA in progress owns its bus until this cycle
   u8* GBX_RESTRICT serial_buf;
   u32 serial_len;
 };

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The main job on built-in defaults: emit the kernel source, compile it into the cache, run the
-# built-in ALU_LOOP micro-ROM on the CPU backend for 64 envs x 60 frames, print env 0's final
-# state and the kernel cache entry. No ROM download, no GPU.
+# The main job on built-in defaults: emit the generated kernel source for both devices, compile
+# the CPU one into the cache, run the built-in ALU_LOOP micro-ROM on the CPU backend for
+# 64 envs x 60 frames on all cores, print env 0's final state and the kernel's cache entry.
+# No ROM download, no GPU.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
@@ -11,7 +12,7 @@ cd "$root"
 "$bin/gbx-synth" emit --stage full_step --device cpu --out artifacts/kernels
 "$bin/gbx-synth" emit --stage full_step --device cuda --out artifacts/kernels
 "$bin/gbx-synth" compile --stage full_step --device cpu
-"$bin/gbx-run" run --rom builtin:ALU_LOOP --backend cpu --envs 64 --frames 60 --print-state
-key=$("$bin/gbx-run" run --rom builtin:ALU_LOOP --envs 1 --frames 1 | awk '/^kernel /{print $2}')
-echo "cache entry: $("$bin/gbx-synth" cache path 2>/dev/null || echo "${GBX_CACHE_DIR:-$HOME/.cache/gbx}")/kernels/v1/${key:0:2}/$key"
-ls -l "${GBX_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gbx}/kernels/v1/${key:0:2}/$key"
+out=$("$bin/gbx-run" run --rom builtin:ALU_LOOP --backend cpu --envs 64 --frames 60 --print-state)
+echo "$out"
+key=$(awk '/^kernel /{print $2}' <<<"$out")
+"$bin/gbx-synth" cache show "$key"

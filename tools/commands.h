@@ -16,6 +16,7 @@ void register_rom(CLI::App& app, Commands& cmds);
 void register_conformance(CLI::App& app, Commands& cmds);
 void register_verify(CLI::App& app, Commands& cmds);  // cmd_verify.cpp
 void register_bench(CLI::App& app, Commands& cmds);   // cmd_bench.cpp (bench + report)
+void register_cuda_info(CLI::App& app, Commands& cmds);  // cmd_cuda_info.cpp
 
 // Runs the chosen subcommand; CLI errors exit 2 with CLI11's one-line message.
 inline int dispatch(CLI::App& app, Commands& cmds, int argc, char** argv) {

@@ -8,5 +8,8 @@ int main(int argc, char** argv) {
   gbx::tool::register_run(app, cmds);
   gbx::tool::register_rom(app, cmds);
   gbx::tool::register_conformance(app, cmds);
+  gbx::tool::register_verify(app, cmds);
+  gbx::tool::register_bench(app, cmds);
+  gbx::tool::register_cuda_info(app, cmds);
   return gbx::tool::dispatch(app, cmds, argc, argv);
 }

@@ -1,5 +1,7 @@
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/cpu_backend.h"
+#include "gbx/runtime/cuda_backend.h"
+#include "gbx/runtime/mgba_backend.h"
 
 namespace gbx {
 
@@ -10,6 +12,12 @@ Result<std::unique_ptr<Backend>> make_backend(const std::string& name, const Rom
     if (!b) return b.take_error();
     return std::unique_ptr<Backend>(std::move(b.value()));
   }
+  if (name == "cuda") {
+    auto b = CudaBackend::create(rom, config);
+    if (!b) return b.take_error();
+    return std::unique_ptr<Backend>(std::move(b.value()));
+  }
+  if (name == "mgba") return make_mgba_backend(rom, config);
   return make_error(ErrorKind::Usage, "unknown backend '" + name + "' (cpu, cuda, mgba)");
 }
 

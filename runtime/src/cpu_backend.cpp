@@ -114,6 +114,15 @@ Result<float> CpuBackend::read_reward(int env) {
   return reward_[env];
 }
 
+Status CpuBackend::debug_poke_register(int env, const std::string& reg, uint16_t value) {
+  if (auto st = check_env(env); !st) return st;
+  CpuState s = state_.cpu_state(env);
+  if (!set_cpu_register(s, reg, value))
+    return make_error(ErrorKind::Usage, "unknown register '" + reg + "' (PC SP A F B C D E H L)");
+  state_.set_cpu_state(env, s);
+  return ok_status();
+}
+
 Result<std::string> CpuBackend::serial_output(int env) {
   if (auto st = check_env(env); !st) return st.take_error();
   return state_.serial(env);

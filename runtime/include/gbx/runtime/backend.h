@@ -67,7 +67,58 @@ class Backend {
   }
   // Cache key of the kernel this backend runs ("" for mgba).
   virtual std::string kernel_key() const { return {}; }
+  // Test-only: overwrites one register of env (a name accepted by set_cpu_register). Verify's
+  // --inject-fault uses it to prove the mismatch path end to end.
+  virtual Status debug_poke_register(int env, const std::string& reg, uint16_t value) {
+    (void)env;
+    (void)value;
+    return make_error(ErrorKind::Usage, "the " + name() + " backend cannot set register " + reg);
+  }
 };
+
+// The register names verify compares, in its comparison order.
+inline const std::vector<std::string>& cpu_register_names() {
+  static const std::vector<std::string> names = {"PC", "SP", "A", "F", "B",
+                                                 "C",  "D",  "E", "H", "L"};
+  return names;
+}
+
+// Sets register `reg` (cpu_register_names(), upper case) of s; 8-bit registers take the low
+// byte of value. False for an unknown name.
+inline bool set_cpu_register(CpuState& s, const std::string& reg, uint16_t value) {
+  uint16_t* r16 = reg == "PC" ? &s.pc : reg == "SP" ? &s.sp : nullptr;
+  uint8_t* r8 = reg == "A"   ? &s.a
+                : reg == "F" ? &s.f
+                : reg == "B" ? &s.b
+                : reg == "C" ? &s.c
+                : reg == "D" ? &s.d
+                : reg == "E" ? &s.e
+                : reg == "H" ? &s.h
+                : reg == "L" ? &s.l
+                             : nullptr;
+  if (r16)
+    *r16 = value;
+  else if (r8)
+    *r8 = static_cast<uint8_t>(value);
+  else
+    return false;
+  return true;
+}
+
+// Value of register `reg` in s; -1 for an unknown name.
+inline int get_cpu_register(const CpuState& s, const std::string& reg) {
+  if (reg == "PC") return s.pc;
+  if (reg == "SP") return s.sp;
+  if (reg == "A") return s.a;
+  if (reg == "F") return s.f;
+  if (reg == "B") return s.b;
+  if (reg == "C") return s.c;
+  if (reg == "D") return s.d;
+  if (reg == "E") return s.e;
+  if (reg == "H") return s.h;
+  if (reg == "L") return s.l;
+  return -1;
+}
 
 // Factory: "cpu", "cuda" or "mgba". Compiles/loads kernels before returning, so nothing
 // timed afterwards includes compilation.

@@ -24,6 +24,7 @@ class CpuBackend : public Backend {
   Result<float> read_reward(int env) override;
   Result<std::string> serial_output(int env) override;
   std::string kernel_key() const override { return kernel_.build.key; }
+  Status debug_poke_register(int env, const std::string& reg, uint16_t value) override;
 
   EnvState& state() { return state_; }
   const KernelBuild& kernel_build() const { return kernel_.build; }

@@ -1,0 +1,220 @@
+// gbx-run bench and report: sweep JSON fields and their arithmetic, the report's table and
+// per-core ratio on a recorded sweep, the PNG (or the warning without matplotlib), bad input.
+// No assertion depends on how fast anything ran.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "gbx/runtime/bench.h"
+#include "test_util.h"
+
+using namespace gbx;
+using nlohmann::json;
+using test::run_command;
+using test::tool;
+namespace fs = std::filesystem;
+
+namespace {
+
+json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  json j = json::parse(in, nullptr, false);
+  REQUIRE_MESSAGE(!j.is_discarded(), (p.string() + " is not JSON"));
+  return j;
+}
+
+void write_json(const fs::path& p, const json& j) {
+  std::ofstream f(p);
+  f << j.dump(2);
+}
+
+void check_one_line_error(const test::CommandResult& r, int exit_code, const std::string& needle) {
+  CAPTURE(r.output);
+  CHECK(r.exit_code == exit_code);
+  CHECK(test::count_lines(r.output) == 1);
+  CHECK(r.output.rfind("error: ", 0) == 0);
+  CHECK(r.output.find(needle) != std::string::npos);
+}
+
+json result(int envs, double total_sps, int threads, int64_t steps = 100) {
+  return {{"num_envs", envs},
+          {"steps", steps},
+          {"seconds", (double)(envs * steps) / total_sps},
+          {"total_env_steps", envs * steps},
+          {"total_sps", total_sps},
+          {"per_env_sps", total_sps / envs},
+          {"frames_per_sec", total_sps},
+          {"sync_every", 64},
+          {"stage", "full_step"},
+          {"threads", threads}};
+}
+
+json sweep(const std::string& backend, const std::string& label, json results) {
+  return {{"schema_version", 1},
+          {"system", {{"cpu_model", "test"}}},
+          {"config",
+           {{"backend", backend},
+            {"label", label},
+            {"rom", {{"name", "ALU_LOOP"}}},
+            {"stage", "full_step"},
+            {"frames_per_step", 1}}},
+          {"results", results}};
+}
+
+bool have_matplotlib() {
+  return run_command("/usr/bin/python3 -c 'import matplotlib' 2>/dev/null").exit_code == 0;
+}
+
+}  // namespace
+
+TEST_CASE("parse_env_list") {
+  auto l = parse_env_list("1,8,64");
+  REQUIRE(l.ok());
+  CHECK(l.value() == std::vector<int>{1, 8, 64});
+  for (const std::string bad : {"", "0", "1,,2", "a", "-1", "1,2,", "99999999999"}) {
+    CAPTURE(bad);
+    auto e = parse_env_list(bad);
+    REQUIRE_FALSE(e.ok());
+    CHECK(e.error().kind == ErrorKind::Usage);
+  }
+}
+
+TEST_CASE("bench writes one sweep JSON with the design's fields") {
+  test::TempDir d;
+  for (const std::string backend : {"cpu", "mgba"}) {
+    CAPTURE(backend);
+    const fs::path out = d.path / (std::string(backend) + ".json");
+    const auto r = run_command(tool("gbx-run") + " bench --backend " + backend +
+                               " --envs 1,3 --steps 4 --warmup-steps 1 --frames-per-step 2 "
+                               "--threads 1 --stage reward_only --json '" +
+                               out.string() + "'");
+    CAPTURE(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.output.find("total_sps") != std::string::npos);  // the table
+    CHECK(r.output.find("sweep: " + out.string()) != std::string::npos);
+    const json s = read_json(out);
+    CHECK(s["schema_version"] == kBenchSchemaVersion);
+    CHECK(s["system"].contains("cpu_model"));
+    CHECK(s["system"].contains("git_commit"));
+    CHECK(s["config"]["backend"] == backend);
+    CHECK(s["config"]["label"] == std::string(backend) + "-t1");
+    CHECK(s["config"]["rom"]["name"] == "ALU_LOOP");
+    CHECK(s["config"]["frames_per_step"] == 2);
+    CHECK(s["config"]["stage"] == "reward_only");
+    REQUIRE(s["results"].size() == 2);
+    int i = 0;
+    for (const json& res : s["results"]) {
+      const int envs = i++ == 0 ? 1 : 3;
+      for (const std::string f :
+           {"num_envs", "seconds", "total_env_steps", "total_sps", "per_env_sps", "frames_per_sec",
+            "sync_every", "stage", "threads"}) {
+        CAPTURE(f);
+        CHECK(res.contains(f));
+      }
+      CHECK(res["num_envs"] == envs);
+      CHECK(res["steps"] == 4);
+      CHECK(res["total_env_steps"] == 4 * envs);
+      CHECK(res["threads"] == 1);
+      CHECK(res["sync_every"] == 64);
+      CHECK(res["stage"] == "reward_only");
+      const double secs = res["seconds"];
+      const double total = res["total_sps"];
+      CHECK(secs > 0);
+      CHECK(total == doctest::Approx(4.0 * envs / secs));
+      CHECK(res["per_env_sps"].get<double>() == doctest::Approx(total / envs));
+      CHECK(res["frames_per_sec"].get<double>() == doctest::Approx(2 * total));
+    }
+  }
+}
+
+TEST_CASE("report on recorded sweeps: table, per-core ratio, PNG") {
+  test::TempDir d;
+  // cpu: 5000 frames/s with 1 env on 1 thread, 16000 with 8 on 2 threads. mgba: 1000 and
+  // 4000. Speedups 5x and 4x; per core at each sweep's fastest point: 16000/2 = 8000 against
+  // 4000/2 = 2000, so 4x (not 5000 from the 1-env point).
+  write_json(d.path / "cpu.json",
+             sweep("cpu", "cpu", json::array({result(1, 5000, 1), result(8, 16000, 2)})));
+  write_json(d.path / "mgba.json",
+             sweep("mgba", "mgba", json::array({result(1, 1000, 1), result(8, 4000, 2)})));
+  const std::string cmd = tool("gbx-run") + " report '" + (d.path / "cpu.json").string() + "' '" +
+                          (d.path / "mgba.json").string() + "' --baseline mgba --out '" +
+                          d.path.string() + "'";
+  const auto r = run_command(cmd);
+  CAPTURE(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("cpu vs mgba") != std::string::npos);
+  // envs, baseline sps, dut sps, speedup, per-env sps
+  CHECK(r.output.find("       1             1000             5000     5.00x         5000.0") !=
+        std::string::npos);
+  CHECK(r.output.find("       8             4000            16000     4.00x         2000.0") !=
+        std::string::npos);
+  CHECK(r.output.find("8000 frames/s/core") != std::string::npos);
+  CHECK(r.output.find("5000 frames/s/core") == std::string::npos);
+  CHECK(r.output.find("2000 frames/s/core") != std::string::npos);
+  CHECK(r.output.find("4.00x mgba per core") != std::string::npos);
+
+  if (have_matplotlib()) {
+    const auto at = r.output.find("plot: ");
+    REQUIRE(at != std::string::npos);
+    std::string png = r.output.substr(at + 6);
+    png = png.substr(0, png.find('\n'));
+    CHECK(fs::path(png).parent_path() == d.path / "report");
+    REQUIRE(fs::exists(png));
+    std::ifstream f(png, std::ios::binary);
+    char magic[8] = {};
+    f.read(magic, 8);
+    CHECK(std::string(magic + 1, 3) == "PNG");
+  } else {
+    CHECK(r.output.find("warning: matplotlib is not available") != std::string::npos);
+  }
+
+  // A python that cannot import matplotlib (site-packages off): table, warning, exit 0.
+  const fs::path nompl = d.path / "python-without-matplotlib";
+  {
+    std::ofstream f(nompl);
+    f << "#!/bin/sh\nexec /usr/bin/python3 -S \"$@\"\n";
+  }
+  fs::permissions(nompl, fs::perms::owner_all);
+  const auto w = run_command(cmd + " --python '" + nompl.string() + "'");
+  CAPTURE(w.output);
+  CHECK(w.exit_code == 0);
+  CHECK(w.output.find("4.00x mgba per core") != std::string::npos);
+  CHECK(w.output.find("warning: matplotlib is not available") != std::string::npos);
+  CHECK(w.output.find("plot: ") == std::string::npos);
+}
+
+TEST_CASE("report without the baseline sweep still prints the table") {
+  test::TempDir d;
+  write_json(d.path / "cpu.json", sweep("cpu", "cpu-t1", json::array({result(4, 3000, 1)})));
+  const auto r = run_command(tool("gbx-run") + " report '" + (d.path / "cpu.json").string() +
+                             "' --out '" + d.path.string() + "' --python /bin/false");
+  CAPTURE(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("       4                -             3000         -") != std::string::npos);
+  CHECK(r.output.find("no sweep of baseline 'mgba'") != std::string::npos);
+}
+
+TEST_CASE("bench and report: bad input gives one-line errors") {
+  test::TempDir d;
+  const std::string bench = tool("gbx-run") + " bench --out '" + d.path.string() + "' ";
+  check_one_line_error(run_command(bench + "--backend nope --envs 1"), 2, "unknown backend");
+  check_one_line_error(run_command(bench + "--envs 0"), 2, "--envs");
+  check_one_line_error(run_command(bench + "--envs 1,,8"), 2, "--envs");
+  check_one_line_error(run_command(bench + "--envs 1 --frames-per-step 0"), 2, "--frames-per-step");
+  check_one_line_error(run_command(bench + "--envs 1 --stage nope"), 2, "unknown stage");
+  check_one_line_error(run_command(bench + "--envs 100000000"), 2, "needs");
+  // mGBA's per-core footprint is measured, then the sweep is refused before anything runs.
+  const auto mgba = run_command(bench + "--backend mgba --envs 1,50000000");
+  check_one_line_error(mgba, 2, "KiB per core");
+  CHECK(mgba.output.find("available") != std::string::npos);
+
+  write_json(d.path / "broken.json", json{{"schema_version", 1}, {"config", json::object()}});
+  check_one_line_error(
+      run_command(tool("gbx-run") + " report '" + (d.path / "broken.json").string() + "'"), 1,
+      "config.backend");
+  check_one_line_error(
+      run_command(tool("gbx-run") + " report '" + (d.path / "missing.json").string() + "'"), 1,
+      "missing.json");
+  CHECK_FALSE(fs::exists(d.path / "bench"));
+}

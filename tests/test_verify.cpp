@@ -1,0 +1,290 @@
+// gbx-run verify: a match against mGBA, cpu vs cpu on every built-in ROM, the mismatch path
+// end to end (fault injection -> narrowed step -> complete bundle -> repro.sh), bad input.
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "gbx/runtime/backend.h"
+#include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/verify.h"
+#include "test_util.h"
+
+using namespace gbx;
+using nlohmann::json;
+using test::run_command;
+using test::tool;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+json read_json(const fs::path& p) {
+  json j = json::parse(read_text(p), nullptr, false);
+  REQUIRE_MESSAGE(!j.is_discarded(), (p.string() + " is not JSON"));
+  return j;
+}
+
+void check_one_line_error(const test::CommandResult& r, int exit_code, const std::string& needle) {
+  CAPTURE(r.output);
+  CHECK(r.exit_code == exit_code);
+  CHECK(test::count_lines(r.output) == 1);
+  CHECK(r.output.rfind("error: ", 0) == 0);
+  CHECK(r.output.find(needle) != std::string::npos);
+}
+
+// The bundle directory named on a verdict line ("...; bundle: PATH").
+fs::path bundle_of(const std::string& output) {
+  const auto at = output.find("bundle: ");
+  if (at == std::string::npos) return {};
+  std::string path = output.substr(at + 8);
+  return path.substr(0, path.find('\n'));
+}
+
+}  // namespace
+
+TEST_CASE("parse_mem_region accepts hex LO:HI and names what is wrong otherwise") {
+  auto r = parse_mem_region("C000:C100");
+  REQUIRE(r.ok());
+  CHECK(r->lo == 0xC000);
+  CHECK(r->hi == 0xC100);
+  CHECK(r->label() == "C000:C100");
+  auto full = parse_mem_region("0:10000");
+  REQUIRE(full.ok());
+  CHECK(full->hi == 0x10000);
+  CHECK(parse_mem_region("ff80:ffff").ok());
+
+  const std::pair<std::string, std::string> bad[] = {
+      {"C100:C000", "below"}, {"C000:C000", "below"}, {"XYZ", "LO:HI"},
+      {"0:10001", "at most"}, {"G000:H000", "hex"},   {":C000", "hex"},
+      {"C000:", "hex"},       {"1:2:3", "LO:HI"},     {"0x10:0x20", "hex"}};
+  for (const auto& [text, needle] : bad) {
+    CAPTURE(text);
+    auto e = parse_mem_region(text);
+    REQUIRE_FALSE(e.ok());
+    CHECK(e.error().kind == ErrorKind::Usage);
+    CHECK(e.error().message.find(needle) != std::string::npos);
+    CHECK(e.error().message.find('\n') == std::string::npos);
+  }
+}
+
+TEST_CASE("parse_fault_spec takes STEP:REG") {
+  auto f = parse_fault_spec("37:a");
+  REQUIRE(f.ok());
+  CHECK(f->step == 37);
+  CHECK(f->reg == "A");
+  CHECK(parse_fault_spec("1:PC").ok());
+  for (const std::string bad : {"37", "A:37", "0:A", "37:Q", "-1:A", ":A", "37:"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse_fault_spec(bad).ok());
+  }
+}
+
+TEST_CASE("action generators are pure functions of (seed, step)") {
+  for (int64_t s = 1; s <= 20; ++s) CHECK(action_for_step(ActionGen::Noop, 1, s) == 0);
+  CHECK(action_for_step(ActionGen::Striped, 0, 1) == 1);
+  CHECK(action_for_step(ActionGen::Striped, 0, 8) == 0x80);
+  CHECK(action_for_step(ActionGen::Striped, 0, 9) == 0);
+  CHECK(action_for_step(ActionGen::Striped, 0, 10) == 1);
+  std::set<int32_t> seen;
+  bool differs = false;
+  for (int64_t s = 1; s <= 64; ++s) {
+    const int32_t a = action_for_step(ActionGen::SeededRandom, 7, s);
+    CHECK(a == action_for_step(ActionGen::SeededRandom, 7, s));
+    CHECK(a >= 0);
+    CHECK(a <= 0xFF);
+    seen.insert(a);
+    differs |= a != action_for_step(ActionGen::SeededRandom, 8, s);
+  }
+  CHECK(seen.size() > 16);
+  CHECK(differs);
+}
+
+TEST_CASE("verify: ALU_LOOP matches between mgba and cpu") {
+  test::TempDir d;
+  const auto r =
+      run_command(tool("gbx-run") +
+                  " verify --ref mgba --dut cpu --rom builtin:ALU_LOOP --steps 64 "
+                  "--frames-per-step 1 --compare-every 1 --mem-region C000:C100 --out '" +
+                  d.path.string() + "'");
+  CAPTURE(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output == "verify: match (64 steps, 64 comparisons, ref mgba, dut cpu, rom ALU_LOOP)\n");
+  CHECK_FALSE(fs::exists(d.path / "mismatch"));
+}
+
+TEST_CASE("verify: cpu vs cpu agrees on every built-in ROM") {
+  test::TempDir d;
+  for (const BuiltinRom& b : builtin_roms()) {
+    CAPTURE(b.name);
+    VerifyOptions o;
+    o.ref = "cpu";
+    o.dut = "cpu";
+    o.rom = "builtin:" + b.name;
+    o.steps = std::max(8, std::min(b.frames_to_finish, 64));
+    o.compare_every = 1;
+    o.actions = ActionGen::SeededRandom;
+    o.seed = 3;
+    o.regions = {{0xC000, 0xE000}, {0xFF00, 0x10000}};
+    o.out_dir = d.path;
+    auto rep = run_verify(o);
+    REQUIRE_MESSAGE(rep.ok(), (rep.ok() ? "" : rep.error().message));
+    CHECK(rep->match);
+    CHECK(rep->steps == o.steps);
+    CHECK(rep->comparisons == o.steps);
+    CHECK(rep->rom_name == b.name);
+  }
+  CHECK_FALSE(fs::exists(d.path / "mismatch"));
+}
+
+TEST_CASE("verify: a fault is narrowed to its step and written as a complete bundle") {
+  test::TempDir d;
+  // Compared only every 16 steps: the fault after step 37 is seen at 48 and must be
+  // pinpointed to 37 by the replay.
+  const std::string cmd = tool("gbx-run") +
+                          " verify --ref mgba --dut cpu --rom builtin:ALU_LOOP --steps 100 "
+                          "--compare-every 16 --mem-region C000:C100 --mem-region 8000:A000 "
+                          "--actions seeded_random --seed 9 --inject-fault 37:A --out '" +
+                          d.path.string() + "'";
+  const auto r = run_command(cmd);
+  CAPTURE(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK(test::count_lines(r.output) == 1);
+  CHECK(r.output.rfind("verify: MISMATCH at step 37 (first diff: A ref=0x", 0) == 0);
+  const fs::path bundle = bundle_of(r.output);
+  REQUIRE(fs::is_directory(bundle));
+  CHECK(bundle.parent_path() == d.path / "mismatch");
+  CHECK(bundle.filename().string().find("_ALU_LOOP_mgba_vs_cpu") != std::string::npos);
+  // Built aside and renamed: nothing half-written is left next to it.
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(d.path / "mismatch")) {
+    (void)e;
+    ++entries;
+  }
+  CHECK(entries == 1);
+
+  for (const char* f :
+       {"metadata.json", "ref_state.json", "dut_state.json", "diff.json", "actions.jsonl",
+        "repro.sh", "ref_mem_C000_C100.bin", "dut_mem_C000_C100.bin"}) {
+    CAPTURE(f);
+    CHECK(fs::is_regular_file(bundle / f));
+  }
+  CHECK(fs::file_size(bundle / "ref_mem_C000_C100.bin") == 0x100);
+  // The 8 KiB region is dumped as a 1024-byte window.
+  int big_dumps = 0;
+  for (const auto& e : fs::directory_iterator(bundle)) {
+    const std::string name = e.path().filename().string();
+    if (name.find("_mem_") != std::string::npos) CHECK(fs::file_size(e.path()) <= 1024);
+    if (name.rfind("ref_mem_8", 0) == 0 || name.rfind("ref_mem_9", 0) == 0) {
+      ++big_dumps;
+      CHECK(fs::file_size(e.path()) == 1024);
+    }
+  }
+  CHECK(big_dumps == 1);
+
+  const json meta = read_json(bundle / "metadata.json");
+  CHECK(meta["schema_version"] == 1);
+  CHECK(meta["rom"]["name"] == "ALU_LOOP");
+  CHECK(meta["rom"]["size"] == 32768);
+  CHECK(meta["rom"]["sha256"].get<std::string>().size() == 64);
+  CHECK(meta["backends"]["ref"] == "mgba");
+  CHECK(meta["backends"]["dut"] == "cpu");
+  CHECK(meta["step"] == 37);
+  CHECK(meta["detected_at_step"] == 48);
+  CHECK(meta["env"] == 0);
+  CHECK(meta["settings"]["steps"] == 100);
+  CHECK(meta["settings"]["compare_every"] == 16);
+  CHECK(meta["settings"]["frames_per_step"] == 1);
+  CHECK(meta["settings"]["stage"] == "full_step");
+  CHECK(meta["settings"]["inject_fault"] == "37:A");
+  CHECK(meta["settings"]["mem_regions"] == json::array({"C000:C100", "8000:A000"}));
+  CHECK(meta["actions"]["generator"] == "seeded_random");
+  CHECK(meta["actions"]["seed"] == 9);
+  for (const std::string f : {"os", "kernel", "cpu_model", "gpu_name", "gpu_driver",
+                              "nvrtc_version", "llvm_version", "host_compiler", "git_commit"}) {
+    CAPTURE(f);
+    REQUIRE(meta["system"].contains(f));
+    CHECK(!meta["system"][f].get<std::string>().empty());
+  }
+  CHECK(meta["system"]["llvm_version"].get<std::string>().rfind("LLVM ", 0) == 0);
+  CHECK(meta["kernel_cache_keys"]["ref"].is_null());
+  CHECK(meta["kernel_cache_keys"]["dut"].get<std::string>().size() == 64);
+
+  const json diff = read_json(bundle / "diff.json");
+  CHECK(diff["step"] == 37);
+  CHECK(diff["last_matching_step"] == 32);
+  CHECK(diff["first"]["field"] == "A");
+  const json ref = read_json(bundle / "ref_state.json");
+  const json dut = read_json(bundle / "dut_state.json");
+  CHECK(ref["backend"] == "mgba");
+  CHECK(dut["backend"] == "cpu");
+  CHECK(ref["registers"]["A"] == diff["first"]["ref"]);
+  CHECK(dut["registers"]["A"] == diff["first"]["dut"]);
+  CHECK(ref["registers"]["A"] != dut["registers"]["A"]);
+  CHECK(dut["flags"].contains("Z"));
+
+  // One action per step up to the divergent one, as the generator made them.
+  std::istringstream actions(read_text(bundle / "actions.jsonl"));
+  std::string line;
+  int64_t n = 0;
+  while (std::getline(actions, line)) {
+    const json a = json::parse(line);
+    ++n;
+    CHECK(a["step"] == n);
+    CHECK(a["action"] == action_for_step(ActionGen::SeededRandom, 9, n));
+  }
+  CHECK(n == 37);
+
+  struct stat st {};
+  REQUIRE(stat((bundle / "repro.sh").c_str(), &st) == 0);
+  CHECK((st.st_mode & S_IXUSR) != 0);
+  const auto again = run_command("'" + (bundle / "repro.sh").string() + "'");
+  CAPTURE(again.output);
+  CHECK(again.exit_code == 1);
+  CHECK(again.output.rfind("verify: MISMATCH at step 37 (first diff: A ", 0) == 0);
+  CHECK(bundle_of(again.output) != bundle);
+  CHECK(fs::is_directory(bundle_of(again.output)));
+}
+
+TEST_CASE("verify: a fault in F shows the flags decoded") {
+  test::TempDir d;
+  VerifyOptions o;
+  o.ref = "cpu";
+  o.dut = "cpu";
+  o.steps = 5;
+  o.fault = FaultSpec{3, "F"};
+  o.out_dir = d.path;
+  auto rep = run_verify(o);
+  REQUIRE(rep.ok());
+  CHECK_FALSE(rep->match);
+  CHECK(rep->mismatch_step == 3);
+  REQUIRE_FALSE(rep->diffs.empty());
+  CHECK(rep->diffs[0].field == "F");
+  CHECK(rep->diffs[0].ref.find('(') != std::string::npos);  // "0xB0 (Z-HC)"
+  CHECK(rep->diffs[0].ref != rep->diffs[0].dut);
+  CHECK(rep->verdict().find("first diff: F ref=") != std::string::npos);
+}
+
+TEST_CASE("verify: bad input gives a one-line error and exit 2") {
+  test::TempDir d;
+  const std::string base = tool("gbx-run") + " verify --steps 4 --out '" + d.path.string() + "' ";
+  check_one_line_error(run_command(base + "--mem-region C100:C000"), 2, "C100:C000");
+  check_one_line_error(run_command(base + "--mem-region XYZ"), 2, "XYZ");
+  check_one_line_error(run_command(base + "--mem-region 0:10001"), 2, "0:10001");
+  check_one_line_error(run_command(base + "--ref nope"), 2, "unknown backend 'nope'");
+  check_one_line_error(run_command(base + "--dut nope"), 2, "unknown backend 'nope'");
+  check_one_line_error(run_command(tool("gbx-run") + " verify --steps 0"), 2, "--steps");
+  check_one_line_error(run_command(base + "--compare-every 0"), 2, "--compare-every");
+  check_one_line_error(run_command(base + "--inject-fault 9:A"), 2, "outside 1..4");
+  check_one_line_error(run_command(base + "--inject-fault 2:Q"), 2, "REG");
+  check_one_line_error(run_command(base + "--actions sometimes"), 2, "--actions");
+  check_one_line_error(run_command(base + "--rom builtin:NOPE"), 2, "NOPE");
+  CHECK_FALSE(fs::exists(d.path / "mismatch"));
+}

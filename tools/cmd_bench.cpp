@@ -1,0 +1,161 @@
+// gbx-run bench: throughput sweep over env counts -> one JSON file.
+// gbx-run report: sweeps side by side, speedups, frames/s per core, PNG plot.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "commands.h"
+#include "gbx/runtime/bench.h"
+#include "gbx/runtime/system_info.h"
+#include "tool_common.h"
+
+namespace {
+
+using namespace gbx;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct BenchCli {
+  std::string backend = "cpu";
+  std::string rom = "builtin:ALU_LOOP";
+  std::string envs = "1,8,64,512,2048,8192";
+  long long steps = 0;
+  double seconds = 2.0;
+  long long warmup_steps = 3;
+  int frames_per_step = 1;
+  std::string stage = "full_step";
+  int threads = 0;
+  long long sync_every = 64;
+  int device_index = 0;
+  std::string label;
+  std::string json_path;
+  std::string out = "artifacts";
+  bool verbose = false;
+};
+
+struct ReportCli {
+  std::vector<std::string> sweeps;
+  std::string baseline = "mgba";
+  std::string out = "artifacts";
+  std::string python = "/usr/bin/python3";
+  std::string plot_script;
+};
+
+std::string sanitize(const std::string& s) {
+  std::string out;
+  for (char c : s) out += std::isalnum((unsigned char)c) || c == '-' || c == '.' ? c : '_';
+  return out;
+}
+
+int cmd_bench(const BenchCli& c) {
+  BenchOptions o;
+  o.backend = c.backend;
+  o.rom = c.rom;
+  auto envs = parse_env_list(c.envs);
+  if (!envs) return tool::fail(envs.error());
+  o.envs = envs.value();
+  if (c.steps < 0)
+    return tool::fail(make_error(ErrorKind::Usage, "--steps must be >= 0 (0 = auto)"));
+  o.steps = c.steps;
+  o.target_seconds = c.seconds;
+  o.warmup_steps = c.warmup_steps;
+  o.frames_per_step = c.frames_per_step;
+  auto stage = parse_stage(c.stage);
+  if (!stage) return tool::fail(make_error(ErrorKind::Usage, "unknown stage '" + c.stage + "'"));
+  o.stage = *stage;
+  o.threads = c.threads;
+  o.sync_every = c.sync_every;
+  o.device_index = c.device_index;
+  o.label = c.label;
+  o.verbose = c.verbose;
+  // A live line on a terminal; in a log, one line per finished env count.
+  const bool tty = isatty(STDERR_FILENO);
+  if (tty) o.progress = [](const std::string& l) { std::fprintf(stderr, "\r%s\033[K", l.c_str()); };
+  o.done = [tty](const std::string& l) {
+    std::fprintf(stderr, tty ? "\r%s\033[K\n" : "%s\n", l.c_str());
+  };
+
+  auto sweep = run_bench(o);
+  if (!sweep) return tool::fail(sweep.error(), c.verbose);
+  const json& s = sweep.value();
+
+  fs::path path = c.json_path;
+  if (path.empty())
+    path = fs::path(c.out) / "bench" /
+           (s.value("created_utc", utc_timestamp()) + "_" +
+            sanitize(s["config"]["rom"].value("name", "rom")) + "_" +
+            sanitize(s["config"].value("label", c.backend)) + ".json");
+  std::error_code ec;
+  if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
+  std::ofstream f(path);
+  f << s.dump(2) << "\n";
+  f.close();
+  if (!f) return tool::fail(make_error(ErrorKind::Runtime, "cannot write " + path.string()));
+  std::printf("%s", bench_table(s).c_str());
+  std::printf("sweep: %s\n", path.string().c_str());
+  return 0;
+}
+
+int cmd_report(const ReportCli& c) {
+  ReportOptions o;
+  for (const std::string& s : c.sweeps) o.sweeps.emplace_back(s);
+  o.baseline = c.baseline;
+  o.out_dir = c.out;
+  o.python = c.python;
+  o.plot_script = c.plot_script;
+  auto rep = run_report(o);
+  if (!rep) return tool::fail(rep.error());
+  std::printf("%s", rep->text.c_str());
+  if (!rep->png.empty()) std::printf("plot: %s\n", rep->png.string().c_str());
+  tool::print_warnings(rep->warnings);
+  return 0;
+}
+
+}  // namespace
+
+namespace gbx::tool {
+
+void register_bench(CLI::App& app, Commands& cmds) {
+  static BenchCli b;
+  auto* c = app.add_subcommand(
+      "bench", "throughput sweep of one backend over env counts; writes one JSON per sweep");
+  c->add_option("--backend", b.backend, "cpu | cuda | mgba (mgba: one core per env)")
+      ->capture_default_str();
+  c->add_option("--rom", b.rom, "ROM path or builtin:NAME")->capture_default_str();
+  c->add_option("--envs", b.envs, "comma-separated env counts")->capture_default_str();
+  c->add_option("--steps", b.steps,
+                "timed steps per env count; 0 = enough for about --seconds each")
+      ->capture_default_str();
+  c->add_option("--seconds", b.seconds, "target time per env count when --steps is 0")
+      ->capture_default_str();
+  c->add_option("--warmup-steps", b.warmup_steps, "untimed steps before the clock starts")
+      ->capture_default_str();
+  c->add_option("--frames-per-step", b.frames_per_step, "frames per step")->capture_default_str();
+  c->add_option("--stage", b.stage, "emulate_only | reward_only | obs_only | full_step")
+      ->capture_default_str();
+  c->add_option("--threads", b.threads, "cpu/mgba threads (0 = all cores)")->capture_default_str();
+  c->add_option("--sync-every", b.sync_every,
+                "cuda: sync every K steps (0 = only at the end; always at the end)")
+      ->capture_default_str();
+  c->add_option("--device-index", b.device_index, "cuda device")->capture_default_str();
+  c->add_option("--label", b.label, "sweep name in reports (default: backend, -tN with --threads)");
+  c->add_option("--json", b.json_path, "write the sweep here instead of OUT/bench/");
+  c->add_option("--out", b.out, "output root")->capture_default_str();
+  c->add_flag("--verbose", b.verbose, "backend logs");
+  cmds.emplace_back(c, [] { return cmd_bench(b); });
+
+  static ReportCli r;
+  auto* rc = app.add_subcommand(
+      "report", "compare bench sweeps: table, frames/s per core vs the baseline, PNG plot");
+  rc->add_option("sweeps", r.sweeps, "sweep JSON files")->required();
+  rc->add_option("--baseline", r.baseline, "backend or label of the baseline sweep")
+      ->capture_default_str();
+  rc->add_option("--out", r.out, "output root (plot goes to OUT/report/)")->capture_default_str();
+  rc->add_option("--python", r.python, "python with matplotlib")->capture_default_str();
+  rc->add_option("--plot-script", r.plot_script, "default: scripts/plot_report.py of the source");
+  cmds.emplace_back(rc, [] { return cmd_report(r); });
+}
+
+}  // namespace gbx::tool

@@ -1,0 +1,134 @@
+// gbx-run verify: differential check of a backend against a reference, one env.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "commands.h"
+#include "gbx/runtime/verify.h"
+#include "tool_common.h"
+
+namespace {
+
+using namespace gbx;
+
+struct VerifyCli {
+  std::string ref = "mgba";
+  std::string dut = "cpu";
+  std::string rom = "builtin:ALU_LOOP";
+  long long steps = 1024;
+  int frames_per_step = 1;
+  long long compare_every = 1;
+  std::vector<std::string> regions;
+  std::string actions = "noop";
+  uint64_t seed = 0;
+  std::string stage = "full_step";
+  std::string fault;
+  std::string out = "artifacts";
+};
+
+// Exit codes: 0 match, 1 mismatch (and nothing else, so scripts can rely on it), 2 usage
+// or input errors, 3 no CUDA device, 4 any other failure.
+int verify_fail(const Error& e) {
+  tool::fail(e);
+  switch (e.kind) {
+    case ErrorKind::Usage:
+    case ErrorKind::Input:
+      return 2;
+    case ErrorKind::NoDevice:
+      return 3;
+    default:
+      return 4;
+  }
+}
+
+// This process's arguments after the program name, exactly as given: repro.sh replays them
+// rather than a reconstruction (defaults may change between versions).
+std::vector<std::string> command_line_args() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> args;
+  std::string arg;
+  while (std::getline(in, arg, '\0')) args.push_back(arg);
+  if (!args.empty()) args.erase(args.begin());
+  return args;
+}
+
+int cmd_verify(const VerifyCli& c, const std::vector<std::string>& args) {
+  VerifyOptions o;
+  o.ref = c.ref;
+  o.dut = c.dut;
+  o.rom = c.rom;
+  o.steps = c.steps;
+  o.frames_per_step = c.frames_per_step;
+  o.compare_every = c.compare_every;
+  o.seed = c.seed;
+  o.out_dir = c.out;
+  for (const std::string& r : c.regions) {
+    auto region = parse_mem_region(r);
+    if (!region) return verify_fail(region.error());
+    o.regions.push_back(region.value());
+  }
+  auto gen = parse_action_gen(c.actions);
+  if (!gen)
+    return verify_fail(make_error(
+        ErrorKind::Usage, "unknown --actions '" + c.actions + "' (noop, seeded_random, striped)"));
+  o.actions = *gen;
+  auto stage = parse_stage(c.stage);
+  if (!stage) return verify_fail(make_error(ErrorKind::Usage, "unknown stage '" + c.stage + "'"));
+  o.stage = *stage;
+  if (!c.fault.empty()) {
+    auto f = parse_fault_spec(c.fault);
+    if (!f) return verify_fail(f.error());
+    o.fault = f.value();
+  }
+  std::error_code ec;
+  o.tool_path = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) o.tool_path = "gbx-run";
+  o.cwd = std::filesystem::current_path(ec);
+  o.args = args;
+  if (isatty(STDERR_FILENO))
+    o.progress = [](const std::string& line) { std::fprintf(stderr, "\r%s\033[K", line.c_str()); };
+
+  auto rep = run_verify(o);
+  if (o.progress) std::fprintf(stderr, "\r\033[K");
+  if (!rep) return verify_fail(rep.error());
+  std::printf("%s\n", rep->verdict().c_str());
+  return rep->match ? 0 : 1;
+}
+
+}  // namespace
+
+namespace gbx::tool {
+
+void register_verify(CLI::App& app, Commands& cmds) {
+  static VerifyCli v;
+  auto* c = app.add_subcommand(
+      "verify",
+      "run one env on a reference and a backend under test and compare them step by step\n"
+      "exit: 0 match, 1 mismatch (bundle written under OUT/mismatch/), 2 usage or input "
+      "error, 3 no CUDA device, 4 other failure");
+  c->add_option("--ref", v.ref, "reference backend: mgba | cpu | cuda")->capture_default_str();
+  c->add_option("--dut", v.dut, "backend under test: cpu | cuda")->capture_default_str();
+  c->add_option("--rom", v.rom, "ROM path or builtin:NAME")->capture_default_str();
+  c->add_option("--steps", v.steps, "steps to run")->capture_default_str();
+  c->add_option("--frames-per-step", v.frames_per_step, "frames per step")->capture_default_str();
+  c->add_option("--compare-every", v.compare_every,
+                "compare every K steps (and after the last); a mismatch is then narrowed to "
+                "its first step")
+      ->capture_default_str();
+  c->add_option("--mem-region", v.regions,
+                "also compare a SHA-256 of bus bytes LO:HI (hex, HI exclusive); repeatable");
+  c->add_option("--actions", v.actions, "action generator: noop | seeded_random | striped")
+      ->capture_default_str();
+  c->add_option("--seed", v.seed, "seed for reset and seeded_random")->capture_default_str();
+  c->add_option("--stage", v.stage, "emulate_only | reward_only | obs_only | full_step")
+      ->capture_default_str();
+  c->add_option("--inject-fault", v.fault,
+                "TEST ONLY: corrupt dut register REG after step STEP (STEP:REG, e.g. 37:A) to "
+                "exercise the mismatch path");
+  c->add_option("--out", v.out, "output root (bundles go to OUT/mismatch/)")->capture_default_str();
+  cmds.emplace_back(c, [] { return cmd_verify(v, command_line_args()); });
+}
+
+}  // namespace gbx::tool

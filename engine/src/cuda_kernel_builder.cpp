@@ -69,29 +69,6 @@ ResourceUsage usage_from_json(const json& j) {
   return u;
 }
 
-// The synthesis part of meta.json; the same fields the CPU path writes.
-json base_meta(const CacheKeyInputs& in, const GeneratedSource& src) {
-  json m;
-  m["engine_id"] = in.engine_id;
-  m["abi_version"] = in.abi_version;
-  m["template_hash"] = in.template_hash;
-  m["device"] = in.device;
-  m["synthesis"] = {{"canonical", src.params.canonical()},
-                    {"stage", to_string(src.params.stage)},
-                    {"device", to_string(src.params.device)},
-                    {"memory_model", to_string(src.params.memory_model)},
-                    {"run_mode", to_string(src.params.run_mode)},
-                    {"obs_dim", src.params.obs_dim},
-                    {"debug", src.params.debug}};
-  m["compiler_identity"] = in.compiler_identity;
-  m["options"] = in.options;
-  json env = json::object();
-  for (const auto& [k, v] : in.environment) env[k] = v;
-  m["environment"] = env;
-  m["entry_point"] = src.entry_point;
-  m["source_file"] = src.file_name;
-  return m;
-}
 
 json arch_meta(const NvrtcArchOutput& o) {
   json callees = json::array();
@@ -293,7 +270,7 @@ Result<CudaKernelBuild> build_cuda_kernel(const TemplateBundle& bundle, const Sy
 
   std::map<std::string, std::string> files = {
       {b.source.file_name, b.source.source}, {"module.ptx", out->ptx}, {"compile.log", out->log}};
-  json meta = base_meta(p.inputs, b.source);
+  json meta = kernel_meta(p.inputs, b.source);
   meta["key"] = b.key;
   meta["nvrtc_version"] = nvrtc_version();
   meta["archs"] = opts.archs;

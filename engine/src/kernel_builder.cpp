@@ -31,9 +31,7 @@ CacheKeyInputs make_key_inputs(const TemplateBundle& bundle, const GeneratedSour
   return in;
 }
 
-namespace {
-
-nlohmann::json base_meta(const CacheKeyInputs& in, const GeneratedSource& src) {
+nlohmann::json kernel_meta(const CacheKeyInputs& in, const GeneratedSource& src) {
   nlohmann::json m;
   m["engine_id"] = in.engine_id;
   m["abi_version"] = in.abi_version;
@@ -56,7 +54,6 @@ nlohmann::json base_meta(const CacheKeyInputs& in, const GeneratedSource& src) {
   return m;
 }
 
-}  // namespace
 
 Result<CpuKernel> build_cpu_kernel(const TemplateBundle& bundle, const SynthParams& params,
                                    KernelCache& cache, bool load, const CpuCompileOptions& opts) {
@@ -82,7 +79,7 @@ Result<CpuKernel> build_cpu_kernel(const TemplateBundle& bundle, const SynthPara
       auto out = compile_cpu(b.source.source, b.source.file_name, opts);
       if (!out) return out.take_error();
       b.compile_ms = ms_since(t1);
-      nlohmann::json meta = base_meta(in, b.source);
+      nlohmann::json meta = kernel_meta(in, b.source);
       meta["key"] = b.key;
       meta["timings_ms"] = {{"generate", b.generate_ms},
                             {"frontend", out->frontend_ms},

@@ -30,6 +30,9 @@ CacheKeyInputs make_key_inputs(const TemplateBundle& bundle, const GeneratedSour
                                std::vector<std::string> options,
                                std::vector<std::pair<std::string, std::string>> environment);
 
+// The device-independent part of an entry's meta.json: key inputs and synthesis parameters.
+nlohmann::json kernel_meta(const CacheKeyInputs& in, const GeneratedSource& src);
+
 // Signature of the CPU entry point (see templates/kernel/step.tmpl).
 using CpuStepFn = void (*)(const ::GbxParams* params, int env_begin, int env_end);
 

@@ -11,7 +11,7 @@ GBX_FN void oam_dma(Bus& b, u8 page) { (void)b; (void)page; }
 // return 0xFF and writes are lost, so code must run from HRAM meanwhile.
 GBX_FN u32 dma_bus_of(u32 addr) { return (addr - 0x8000u < 0x2000u) ? 1u : 0u; }
 
-GBX_FN bool dma_blocks(Bus& b, u32 addr) {
+GBX_NOINLINE bool dma_blocks(Bus& b, u32 addr) {
   if (io_time(b) < b.dma_end - 640) return false;  // not started yet
   if (addr >= 0xFF00u) return false;
   if (addr >= 0xFE00u) return true;

@@ -67,6 +67,9 @@ TEST_CASE("bad CLI values give one-line errors with exit code 2") {
   check_one_line_error(huge, 2, "needs");
   CHECK(huge.output.find("GiB") != std::string::npos);
   check_one_line_error(run_command(tool("gbx-run") + " run --stage nope"), 2, "unknown stage");
+  // The reference backend refuses too, before creating any of its one-core-per-env cores.
+  check_one_line_error(run_command(tool("gbx-run") + " run --backend mgba --envs 100000000"), 2,
+                       "needs");
   check_one_line_error(run_command(tool("gbx-run") + " run --frames 0"), 2, "--frames");
   check_one_line_error(run_command(tool("gbx-run") + " run --backend nope"), 2, "unknown backend");
   check_one_line_error(run_command(tool("gbx-synth") + " emit --stage nope"), 2, "unknown stage");

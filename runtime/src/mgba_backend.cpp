@@ -1,5 +1,7 @@
 #include "gbx/runtime/mgba_backend.h"
 
+#include "gbx/runtime/env_state.h"
+
 // clang-format off
 // mGBA's struct layouts depend on its build flags: flags.h must come before any other mGBA
 // header, or struct GB / struct mCore would not match the library.
@@ -34,6 +36,8 @@
 #include "gbx_abi.h"
 
 namespace gbx {
+
+constexpr size_t kMgbaCoreBytes = 190u * 1024u;
 namespace {
 
 // The stepping loop below leans on how Debian's libmgba 0.10.1 runs a halted SM83 (see
@@ -466,6 +470,12 @@ Result<std::unique_ptr<MgbaBackend>> MgbaBackend::create(const Rom& rom, const B
   if (rom.bytes.size() < 0x150)
     return make_error(ErrorKind::Input,
                       "ROM '" + rom.name + "' is too small for a cartridge header");
+  // One mGBA core per env costs ~185 KiB (measured with libmgba 0.10.1): refuse counts that
+  // cannot fit before creating any, rather than grinding through millions of cores.
+  if (auto st = check_env_count(cfg.num_envs, MemoryModel::Dmg, rom.header.ram_size,
+                                kMgbaCoreBytes);
+      !st)
+    return st.take_error();
   install_logger(cfg.verbose);
 
   auto impl = std::make_unique<Impl>();

@@ -2,6 +2,7 @@
 // Each gbx-run / gbx-synth subcommand lives in its own cmd_*.cpp and registers itself here:
 // it adds its CLI11 subcommand and the action to run when that subcommand was chosen.
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <functional>
 #include <utility>
 #include <vector>
@@ -18,12 +19,20 @@ void register_verify(CLI::App& app, Commands& cmds);  // cmd_verify.cpp
 void register_bench(CLI::App& app, Commands& cmds);   // cmd_bench.cpp (bench + report)
 void register_cuda_info(CLI::App& app, Commands& cmds);  // cmd_cuda_info.cpp
 
-// Runs the chosen subcommand; CLI errors exit 2 with CLI11's one-line message.
+// Runs the chosen subcommand; a command-line error is one stderr line and exit code 2.
 inline int dispatch(CLI::App& app, Commands& cmds, int argc, char** argv) {
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    // One line naming the problem, like every other error of the tools.
+    std::fprintf(stderr, "error: %s (see --help)\n", e.what());
+    return 2;
   }
   for (auto& [sub, action] : cmds)
     if (sub->parsed()) return action();

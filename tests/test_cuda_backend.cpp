@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "failure_counter.h"
 #include "gbx/engine/cuda_driver.h"
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/cuda_backend.h"
@@ -18,27 +19,7 @@ using namespace gbx;
 
 namespace {
 
-// A "[skipped]" line must not hide a failure: it is printed only while nothing has failed.
-int g_failed_asserts = 0;
-
-struct FailureCounter : doctest::IReporter {
-  explicit FailureCounter(const doctest::ContextOptions&) {}
-  void report_query(const doctest::QueryData&) override {}
-  void test_run_start() override {}
-  void test_run_end(const doctest::TestRunStats&) override {}
-  void test_case_start(const doctest::TestCaseData&) override {}
-  void test_case_reenter(const doctest::TestCaseData&) override {}
-  void test_case_end(const doctest::CurrentTestCaseStats&) override {}
-  void test_case_exception(const doctest::TestCaseException&) override { ++g_failed_asserts; }
-  void subcase_start(const doctest::SubcaseSignature&) override {}
-  void subcase_end() override {}
-  void log_assert(const doctest::AssertData& a) override {
-    if (a.m_failed) ++g_failed_asserts;
-  }
-  void log_message(const doctest::MessageData&) override {}
-  void test_case_skipped(const doctest::TestCaseData&) override {}
-};
-REGISTER_LISTENER("gbx_failure_counter", 1, FailureCounter);
+using test::g_failed_asserts;
 
 bool have_device() {
   auto drv = CudaDriver::get();

@@ -15,32 +15,13 @@
 #define GBX_TEST_CUDA_STUB_LIBCUDA "/usr/local/cuda/lib64/stubs/libcuda.so"
 #endif
 
+#include "failure_counter.h"
+
 using namespace gbx;
 
 namespace {
 
-// Counts failed assertions so the device case, which runs last, can say whether earlier
-// (no-device) cases failed when it reports that the round trip did not run.
-int g_failed_asserts = 0;
-
-struct FailureCounter : doctest::IReporter {
-  explicit FailureCounter(const doctest::ContextOptions&) {}
-  void report_query(const doctest::QueryData&) override {}
-  void test_run_start() override {}
-  void test_run_end(const doctest::TestRunStats&) override {}
-  void test_case_start(const doctest::TestCaseData&) override {}
-  void test_case_reenter(const doctest::TestCaseData&) override {}
-  void test_case_end(const doctest::CurrentTestCaseStats&) override {}
-  void test_case_exception(const doctest::TestCaseException&) override { ++g_failed_asserts; }
-  void subcase_start(const doctest::SubcaseSignature&) override {}
-  void subcase_end() override {}
-  void log_assert(const doctest::AssertData& a) override {
-    if (a.m_failed) ++g_failed_asserts;
-  }
-  void log_message(const doctest::MessageData&) override {}
-  void test_case_skipped(const doctest::TestCaseData&) override {}
-};
-REGISTER_LISTENER("gbx_failure_counter", 1, FailureCounter);
+using test::g_failed_asserts;
 
 bool one_line_no_device(const Error& e) {
   return e.kind == ErrorKind::NoDevice && e.message.rfind("no CUDA device: ", 0) == 0 &&

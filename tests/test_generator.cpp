@@ -6,6 +6,7 @@
 
 #include "gbx/engine/generator.h"
 #include "gbx/engine/kernel_builder.h"
+#include "gbx_abi.h"
 #include "test_util.h"
 
 using namespace gbx;
@@ -189,4 +190,17 @@ TEST_CASE("the opcode grid renders 16 rows of mnemonics") {
   CHECK(test::count_lines(grid) == 17);
   CHECK(grid.find("LD B,C") != std::string::npos);
   CHECK(render_opcode_grid(bundle, true).find("SET 7,A") != std::string::npos);
+}
+
+TEST_CASE("templates declaring another state ABI are refused before anything is compiled") {
+  TemplateCopy t;
+  t.replace("abi/gbx_abi.h", "#define GBX_ABI_VERSION " + std::to_string(GBX_ABI_VERSION),
+            "#define GBX_ABI_VERSION 999");
+  test::TempDir cache_dir;
+  KernelCache cache(cache_dir.path);
+  auto k = build_cpu_kernel(load_bundle(t.root), params(Stage::EmulateOnly, Device::Cpu), cache);
+  REQUIRE_FALSE(k.ok());
+  CHECK(k.error().kind == ErrorKind::Template);
+  CHECK(k.error().message.find("state ABI v999") != std::string::npos);
+  CHECK(cache.list().empty());
 }

@@ -110,25 +110,28 @@ std::string dump_json(const json& j) {
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
+// Feeds every byte of fd to sink in 64 KiB chunks (retrying EINTR); the caller closes fd.
+template <typename Sink>
+Status read_chunks(int fd, Sink&& sink) {
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return make_error(ErrorKind::Cache, errno_text(errno));
+    if (n == 0) return ok_status();
+    sink(buf, static_cast<size_t>(n));
+  }
+}
+
 Result<std::string> read_whole_file(const fs::path& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return make_error(ErrorKind::Cache, errno_text(errno));
   std::string out;
   struct stat st {};
   if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) out.reserve(static_cast<size_t>(st.st_size));
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return make_error(ErrorKind::Cache, errno_text(err));
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
+  Status rd = read_chunks(fd, [&](const char* p, size_t n) { out.append(p, n); });
   ::close(fd);
+  if (!rd) return rd.take_error();
   return out;
 }
 
@@ -168,20 +171,12 @@ Result<FileDigest> digest_file(const fs::path& path) {
   }
   Sha256 h;
   FileDigest d;
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return make_error(ErrorKind::Cache, errno_text(err));
-    }
-    if (n == 0) break;
-    h.update(buf, static_cast<size_t>(n));
-    d.size += static_cast<uint64_t>(n);
-  }
+  Status rd = read_chunks(fd, [&](const char* p, size_t n) {
+    h.update(p, n);
+    d.size += n;
+  });
   ::close(fd);
+  if (!rd) return rd.take_error();
   d.sha256 = h.hex();
   return d;
 }

@@ -69,7 +69,6 @@ ResourceUsage usage_from_json(const json& j) {
   return u;
 }
 
-
 json arch_meta(const NvrtcArchOutput& o) {
   json callees = json::array();
   for (const ResourceUsage& f : o.ptxas.functions)
@@ -99,6 +98,7 @@ Result<Prepared> prepare(const TemplateBundle& bundle, const SynthParams& params
   if (params.device != Device::Cuda)
     return make_error(ErrorKind::Usage, "build_cuda_kernel needs device cuda");
   if (Status st = check_cuda_archs(opts.archs); !st) return st.take_error();
+  if (Status st = check_state_abi(bundle); !st) return st.take_error();
   Prepared p;
   const auto t0 = Clock::now();
   auto src = generate(bundle, params);

@@ -1,12 +1,26 @@
 #include "gbx/engine/kernel_builder.h"
 
 #include <chrono>
+#include <cstdlib>
 
 #include "gbx_abi.h"
 
 namespace gbx {
 
 const char* const kEngineId = "gbx-engine/" GBX_VERSION;
+
+Status check_state_abi(const TemplateBundle& bundle) {
+  auto header = bundle.file("abi/gbx_abi.h");
+  if (!header) return header.take_error();
+  const std::string tag = "#define GBX_ABI_VERSION ";
+  const size_t at = header->find(tag);
+  const int v = at == std::string::npos ? -1 : std::atoi(header->c_str() + at + tag.size());
+  if (v != GBX_ABI_VERSION)
+    return make_error(ErrorKind::Template, "templates declare state ABI v" + std::to_string(v) +
+                                               " but this binary was built for v" +
+                                               std::to_string(GBX_ABI_VERSION) + "; rebuild GBX");
+  return ok_status();
+}
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -54,11 +68,11 @@ nlohmann::json kernel_meta(const CacheKeyInputs& in, const GeneratedSource& src)
   return m;
 }
 
-
 Result<CpuKernel> build_cpu_kernel(const TemplateBundle& bundle, const SynthParams& params,
                                    KernelCache& cache, bool load, const CpuCompileOptions& opts) {
   if (params.device != Device::Cpu)
     return make_error(ErrorKind::Usage, "build_cpu_kernel needs device cpu");
+  if (auto st = check_state_abi(bundle); !st) return st.take_error();
   CpuKernel k;
   KernelBuild& b = k.build;
   const auto t0 = Clock::now();
@@ -100,16 +114,6 @@ Result<CpuKernel> build_cpu_kernel(const TemplateBundle& bundle, const SynthPara
     Result<void*> fn = object ? jit_load_object(b.key, object.value(), b.source.entry_point)
                               : Result<void*>(object.take_error());
     if (fn) {
-      // Templates are read at run time: a kernel generated from templates whose state ABI
-      // differs from the one this binary was built with would corrupt memory. Refuse it.
-      auto abi = jit_load_object(b.key, object.value(), "gbx_abi_version");
-      if (!abi) return abi.take_error();
-      const int kernel_abi = reinterpret_cast<int (*)()>(abi.value())();
-      if (kernel_abi != GBX_ABI_VERSION)
-        return make_error(ErrorKind::Template,
-                          "templates declare state ABI v" + std::to_string(kernel_abi) +
-                              " but this binary was built for v" +
-                              std::to_string(GBX_ABI_VERSION) + "; rebuild GBX");
       k.step = reinterpret_cast<CpuStepFn>(fn.value());
       b.load_ms = ms_since(b.cached ? t1 : t2);  // a hit's load includes reading the cache
       return k;

@@ -22,12 +22,7 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const Bac
 
   auto bundle = TemplateBundle::load(TemplateBundle::default_root());
   if (!bundle) return bundle.take_error();
-  SynthParams p;
-  p.stage = cfg.stage;
-  p.device = Device::Cpu;
-  p.memory_model = cfg.memory_model;
-  p.run_mode = cfg.run_mode;
-  p.obs_dim = obs_dim;
+  const SynthParams p = synth_params_for(cfg, Device::Cpu, obs_dim);
   KernelCache cache;
   auto k = build_cpu_kernel(bundle.value(), p, cache);
   if (!k) return k.take_error();

@@ -82,14 +82,6 @@ Result<std::shared_ptr<CudaLoadedKernel>> shared_kernel(const CudaContext& ctx,
   return loaded;
 }
 
-// The value of `#define GBX_ABI_VERSION N` in the templates' ABI header; -1 if absent.
-int template_abi_version(const std::string& header) {
-  const std::string tag = "#define GBX_ABI_VERSION ";
-  const size_t at = header.find(tag);
-  if (at == std::string::npos) return -1;
-  return std::atoi(header.c_str() + at + tag.size());
-}
-
 uint64_t dev_addr(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
 
 }  // namespace
@@ -115,18 +107,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
   if (!bundle) return bundle.take_error();
   // Templates are read at run time; a state ABI other than the one this binary's buffers and
   // GbxParams follow would corrupt device memory. Checked before the (slow) compile.
-  auto abi = bundle->file("abi/gbx_abi.h");
-  if (!abi) return abi.take_error();
-  if (int v = template_abi_version(*abi); v != GBX_ABI_VERSION)
-    return make_error(ErrorKind::Template, "templates declare state ABI v" + std::to_string(v) +
-                                               " but this binary was built for v" +
-                                               std::to_string(GBX_ABI_VERSION) + "; rebuild GBX");
-  SynthParams p;
-  p.stage = cfg.stage;
-  p.device = Device::Cuda;
-  p.memory_model = cfg.memory_model;
-  p.run_mode = cfg.run_mode;
-  p.obs_dim = kObsDim;
+  const SynthParams p = synth_params_for(cfg, Device::Cuda, kObsDim);
   KernelCache cache;
   auto k = build_cuda_kernel_for_device(*bundle, p, cache, c.sm());
   if (!k) return k.take_error();

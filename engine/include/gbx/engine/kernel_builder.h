@@ -30,6 +30,11 @@ CacheKeyInputs make_key_inputs(const TemplateBundle& bundle, const GeneratedSour
                                std::vector<std::string> options,
                                std::vector<std::pair<std::string, std::string>> environment);
 
+// Templates are read at run time: a kernel generated from templates whose state ABI
+// (abi/gbx_abi.h) differs from the one this binary was built with would corrupt memory.
+// Both kernel builders refuse such a bundle before generating anything.
+Status check_state_abi(const TemplateBundle& bundle);
+
 // The device-independent part of an entry's meta.json: key inputs and synthesis parameters.
 nlohmann::json kernel_meta(const CacheKeyInputs& in, const GeneratedSource& src);
 

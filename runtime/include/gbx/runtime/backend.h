@@ -38,6 +38,17 @@ struct BackendConfig {
   int64_t instructions_per_step = 1;  // run mode instructions
 };
 
+// The synthesis parameters a kernel backend compiles for this configuration.
+inline SynthParams synth_params_for(const BackendConfig& cfg, Device device, int obs_dim) {
+  SynthParams p;
+  p.stage = cfg.stage;
+  p.device = device;
+  p.memory_model = cfg.memory_model;
+  p.run_mode = cfg.run_mode;
+  p.obs_dim = obs_dim;
+  return p;
+}
+
 class Backend {
  public:
   virtual ~Backend() = default;

@@ -5,19 +5,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include "gbx/runtime/state_fields.h"
+
 namespace gbx {
 namespace {
-
-// Every GbxState array: name and bytes per env. Must list each pointer of GbxState once,
-// in declaration order (checked by the static_assert below).
-#define GBX_STATE_FIELDS(X)                                                             \
-  X(pc, 2)                                                                              \
-  X(sp, 2) X(a, 1) X(f, 1) X(b, 1) X(c, 1) X(d, 1) X(e, 1) X(h, 1) X(l, 1) X(ime, 1)    \
-      X(ei_delay, 1) X(run_state, 1) X(halt_bug, 1) X(cycle_count, 8) X(instr_count, 8) \
-          X(cycle_in_frame, 4) X(div_epoch, 8) X(timer_synced, 8) X(ppu_epoch, 8) X(serial_event, 8) X(dma_end, 8) X(mbc_rom_bank, 1)    \
-              X(mbc_ram_bank, 1) X(mbc_ram_enable, 1) X(mbc_mode, 1)                    \
-                  X(serial_buf, GBX_SERIAL_CAPACITY) X(serial_len, 4) X(trap_kind, 1)   \
-                      X(trap_pc, 2) X(trap_opcode, 1)
 
 #define GBX_COUNT_FIELD(name, size) +1
 static_assert(sizeof(GbxState) == (0 GBX_STATE_FIELDS(GBX_COUNT_FIELD)) * sizeof(void*),

@@ -818,8 +818,10 @@ std::vector<uint8_t> ie_push() {
 
 // APU registers without sound (Pan Docs "Audio Registers"; read masks as in its register
 // table / gbdev "Sound Controller"): zeros written to FF10-FF25 read back as the masks.
-// NR52 (channel bits): all DACs off -> F0; CH1 triggered with length 1 and length enabled
-// -> F1, off after the next 256 Hz length clock (2 frames later: F0); length 64 -> on after
+// NR52 (channel bits): all DACs off -> F0; CH1 triggered with length 2 and length enabled
+// -> F1, off after two 256 Hz length clocks (2 frames later: F0; length 2, not 1, so that
+// the extra length clock hardware gives in the first half of a sequencer period, which GBX
+// does not model, cannot empty the counter before the trigger reloads it); length 64 -> on after
 // 10 frames, off after 20 (64 / 256 s = 14.9 frames); triggered without length -> stays on
 // (F1); its DAC switched off (NR12 = 0) -> F0. Power off (NR52 = 0): NR52 70, every
 // register cleared (NR12 reads 00) and writes ignored (NR10 <- 7F still reads 80).
@@ -847,7 +849,7 @@ std::vector<uint8_t> apu_regs() {
   auto wait_frames = [&](int n) { a.op("LD E,d8", n).op("CALL a16", "wait_frames"); };
   p.print("\nNR52");
   nr52();
-  a.op("LD A,d8", 0xF0).op("LDH (a8),A", 0x12).op("LD A,d8", 0x3F).op("LDH (a8),A", 0x11);
+  a.op("LD A,d8", 0xF0).op("LDH (a8),A", 0x12).op("LD A,d8", 0x3E).op("LDH (a8),A", 0x11);
   a.op("LD A,d8", 0xC0).op("LDH (a8),A", 0x14);
   nr52();
   wait_frames(2);

@@ -713,7 +713,10 @@ std::vector<uint8_t> ppu_modes() {
 // HBlank of line 0x1F holds the line high into line 0x20, where LY = LYC keeps it high for
 // the whole line, so neither line 0x20's start nor its HBlank requests anything. The ISR
 // records LY: 1D 1E 1F 21 22 (5 interrupts before line 0x23).
-const char kStatBlockExpected[] = "BLOCK 05 1D 1E 1F 21 22\n";
+// Then the DMG's mode-2 source pulses at the start of line 144 too (mooneye
+// "vblank_stat_intr", verified on DMG): with only that source enabled, HALT from line 143
+// wakes on line 144 (LY 90), not on the next frame's line 0.
+const char kStatBlockExpected[] = "BLOCK 05 1D 1E 1F 21 22\nM2 144 90\n";
 std::vector<uint8_t> stat_block() {
   constexpr uint8_t kLY = 0x44, kLYC = 0x45, kSTAT = 0x41;
   Program p;
@@ -734,6 +737,13 @@ std::vector<uint8_t> stat_block() {
   a.label("show").op("LD A,d8", ' ').op("CALL a16", "print_char").op("LD A,(HL+)");
   p.print_hex_a();
   a.op("DEC B").op("JR NZ,r8", "show");
+  a.label("w4").op("LDH A,(a8)", kLY).op("CP d8", 0x30).op("JR NZ,r8", "w4");
+  a.op("LD A,d8", 0x20).op("LDH (a8),A", kSTAT);  // mode 2/3 of line 0x30: no STAT-write IRQ
+  a.label("w5").op("LDH A,(a8)", kLY).op("CP d8", 0x8F).op("JR NZ,r8", "w5");
+  a.op("XOR A").op("LDH (a8),A", io::kIF).op("HALT").op("LDH A,(a8)", kLY).op("LDH (a8),A", kCount);
+  a.op("XOR A").op("LDH (a8),A", kSTAT);
+  p.print("\nM2 144 ");
+  p.print_hex_at(kCount);
   p.print("\n");
   return p.finish(spec_named("STAT_BLOCK"));
 }

@@ -109,8 +109,11 @@ GBX_FN bool ppu_stat_line(Bus& b, i64 at, u8 stat) {
   if ((stat & 0x40) && ppu_lyc_match(b, at)) return true;
   if (!(stat & 0x38)) return false;
   const u8 mode = ppu_mode(b, at);
-  return ((stat & 0x20) && mode == 2) || ((stat & 0x10) && mode == 1) ||
-         ((stat & 0x08) && mode == 0);
+  // DMG: the mode-2 source also pulses at the start of line 144, with VBlank (mooneye
+  // "vblank_stat_intr", verified on DMG/MGB/SGB).
+  const i64 from_vblank = ppu_pos(b, at) - 144 * GBX_LINE_DOTS;
+  const bool oam = mode == 2 || (from_vblank >= 0 && from_vblank < 4);
+  return ((stat & 0x20) && oam) || ((stat & 0x10) && mode == 1) || ((stat & 0x08) && mode == 0);
 }
 
 // IF bits the PPU raises at cycle `at` (a candidate point of ppu_schedule).

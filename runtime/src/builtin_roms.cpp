@@ -592,10 +592,11 @@ std::vector<uint8_t> timer_reload() {
 // - VRAM (9FF0 = 5A): reads FF in mode 3 (dot 248), 5A in mode 0 (dot 256); a write in
 //   mode 3 (dot 248) is lost: still 5A.
 // - OAM: reads FF in mode 2 (dot 40), 60 in mode 0 (dot 256).
-// - HALT IRQ: IME = 1, HALT until line L's LYC interrupt; the dispatch takes 5 M-cycles +
-//   1 for leaving HALT (Pan Docs "Interrupts"), then `JP` at 0x48 (4 M), 7 NOPs and an LDH
-//   read: dot 4 + 24 + 16 + 28 + 8 = 80, the first dot of mode 3 (76, mode 2, without the
-//   extra M-cycle).
+// - HALT IRQ: IME = 1, HALT until line L's LYC interrupt; the dispatch (5 M-cycles) starts
+//   on the M-cycle the CPU would have taken it between two instructions (mooneye
+//   halt_ime1_timing2-GS, measured on a DMG: no later than in running code), then `JP` at
+//   0x48 (4 M), 7 NOPs and an LDH read: dot 4 + 20 + 16 + 28 + 8 = 76, still mode 2 (80,
+//   mode 3, if leaving HALT cost one more M-cycle).
 // - LY153: woken on line 153 by LYC = 153, LY reads 00 at dot 12 (LY is 153 only for the
 //   first M-cycle of the line). Woken by LYC = 0 from line 150, the CPU is still on line 153
 //   (STAT mode 1 and the LYC flag: 05), not on line 0.
@@ -603,7 +604,7 @@ std::vector<uint8_t> timer_reload() {
 //   mode 2 with LY != LYC it does not (00).
 const char kPpuModesExpected[] =
     "FIRST 00 60\nM3 SCX0 03 00\nM3 SCX7 03 00\nM3 OBJ 03 00\nVRAM FF 5A 5A\nOAM FF 60\n"
-    "HALT IRQ 03\nLY153 00 05\nSTATW 02 00\n";
+    "HALT IRQ 02\nLY153 00 05\nSTATW 02 00\n";
 std::vector<uint8_t> ppu_modes() {
   constexpr uint8_t kLY = 0x44, kLYC = 0x45, kSTAT = 0x41, kSCX = 0x43;
   constexpr uint16_t kR = 0xC000;
@@ -700,9 +701,9 @@ std::vector<uint8_t> ppu_modes() {
   show(16), show(17);
   p.print("\n");
   a.op("JR r8", "done");
-  a.label("isr_stat");  // fetched from dot 44
+  a.label("isr_stat");  // fetched from dot 40
   nops(a, 7);
-  a.op("LDH A,(a8)", kSTAT).op("AND d8", 0x03);  // dot 80
+  a.op("LDH A,(a8)", kSTAT).op("AND d8", 0x03);  // dot 76
   save(13);
   a.op("RETI");
   return p.finish(spec_named("PPU_MODES"));

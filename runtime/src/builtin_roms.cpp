@@ -903,13 +903,15 @@ std::vector<uint8_t> apu_regs() {
 }
 
 // Joypad (Pan Docs "Joypad Input"): buttons selected (P1 = 10), joypad interrupt enabled;
-// the ISR at 0x60 counts into kCount and keeps P1 in kSeenB. Prints nothing: the tests
-// step it with actions and read HRAM.
+// the ISR at 0x60 counts into kCount and keeps P1 in kSeenB. Prints only that it is ready:
+// the tests step it with actions and read HRAM.
+const char kJoypadExpected[] = "JOYPAD READY\n";
 std::vector<uint8_t> joypad_irq() {
   Program p;
   Asm& a = p.a;
   a.org(0x0060).op("JP a16", "isr_joy");
   p.begin();
+  p.print(kJoypadExpected);
   a.op("XOR A")
       .op("LDH (a8),A", kCount)
       .op("LD A,d8", 0x10)
@@ -971,7 +973,7 @@ std::vector<BuiltinRom> make_table() {
   t.push_back({"APU_REGS", "sound registers: read masks, NR52 length counters, power off",
                apu_regs, kApuExpected, frames_for(kApuExpected, 26 * kCyclesPerFrame)});
   t.push_back({"JOYPAD_IRQ", "joypad interrupt counter (stepped with actions by the tests)",
-               joypad_irq, "", 0});
+               joypad_irq, kJoypadExpected, frames_for(kJoypadExpected)});
   return t;
 }
 

@@ -188,6 +188,13 @@ TEST_CASE("gbx-run testrom reports PASS/FAIL by the common conventions") {
   CHECK(bad.output.find("FAIL  builtin:ALU_LOOP  (no result after 30 frames") != std::string::npos);
   CHECK(bad.output.find("1 passed, 4 failed") != std::string::npos);
 
+  // The project's own timing ROMs end with the mooneye verdict on their results.
+  auto own = test::run_command(tool + "builtin:TIMER_RELOAD builtin:PPU_MODES");
+  CHECK(own.exit_code == 0);
+  CHECK(own.output.find("PASS  builtin:PPU_MODES  (mooneye: LD B,B with 3,5,8,13,21,34") !=
+        std::string::npos);
+  CHECK(own.output.find("2 passed, 0 failed") != std::string::npos);
+
   auto missing = test::run_command(tool + (dir.path / "nope.gb").string());
   CHECK(missing.exit_code == 1);
   CHECK(missing.output.find("0 passed, 1 failed") != std::string::npos);

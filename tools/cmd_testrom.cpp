@@ -44,9 +44,11 @@ int cmd_testrom(const TestRomCli& c) {
       continue;
     }
     const TestRomResult& t = r.value();
-    std::printf("%s  %s  (%s%s%s, %lld frames)\n", t.passed ? "PASS" : "FAIL", path.c_str(),
-                t.convention.c_str(), t.convention.empty() ? "" : ": ", t.detail.c_str(),
-                (long long)t.frames);
+    if (t.convention.empty())  // no verdict: the detail says after how many frames
+      std::printf("FAIL  %s  (%s)\n", path.c_str(), t.detail.c_str());
+    else
+      std::printf("%s  %s  (%s: %s, %lld frames)\n", t.passed ? "PASS" : "FAIL", path.c_str(),
+                  t.convention.c_str(), t.detail.c_str(), (long long)t.frames);
     (t.passed ? passed : failed)++;
   }
   std::printf("%d passed, %d failed\n", passed, failed);

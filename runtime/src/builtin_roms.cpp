@@ -485,6 +485,20 @@ std::vector<uint8_t> ppu_timing() {
 
 void nops(Asm& a, int n) { a.bytes(std::vector<uint8_t>((size_t)n, 0x00)); }
 
+// Ends a ROM that kept its results at `base` with the mooneye verdict (`gbx-run testrom`):
+// LD B,B with B,C,D,E,H,L = 3,5,8,13,21,34 when they equal `expected`, else with 0x42s.
+// (Without the ldbb_trap debug option LD B,B does nothing and the ROM runs on to `done`.)
+void mooneye_verdict(Asm& a, uint16_t base, const std::vector<uint8_t>& expected) {
+  a.op("LD HL,d16", base).op("LD DE,d16", "verdict_table").op("LD C,d8", (int)expected.size());
+  a.label("verdict_loop").op("LD A,(DE)").op("CP (HL)").op("JR NZ,r8", "verdict_fail");
+  a.op("INC HL").op("INC DE").op("DEC C").op("JR NZ,r8", "verdict_loop");
+  a.op("LD B,d8", 3).op("LD C,d8", 5).op("LD D,d8", 8).op("LD E,d8", 13);
+  a.op("LD H,d8", 21).op("LD L,d8", 34).op("LD B,B").op("JP a16", "done");
+  a.label("verdict_fail").op("LD A,d8", 0x42).op("LD B,A").op("LD C,A").op("LD D,A");
+  a.op("LD E,A").op("LD H,A").op("LD L,A").op("LD B,B").op("JP a16", "done");
+  a.label("verdict_table").bytes(expected);
+}
+
 // Timer overflow and TAC (Pan Docs "Timer and Divider Registers", "Timer obscure
 // behaviour"). Each case resets DIV at t0 (counter 0), enables TAC = 05 (TIMA counts falling
 // edges of counter bit 3: at t0 + 16k) at t0 + 20, so the edges that count are t0+32, t0+48...
@@ -574,6 +588,7 @@ std::vector<uint8_t> timer_reload() {
   p.print("\nTAC");
   show(8), show(9);
   p.print("\n");
+  mooneye_verdict(a, kR, {0x00, 0x33, 0x04, 0x77, 0x00, 0x33, 0x04, 0x55, 0x12, 0x12});
   return p.finish(spec_named("TIMER_RELOAD"));
 }
 
@@ -700,7 +715,9 @@ std::vector<uint8_t> ppu_modes() {
   p.print("\nSTATW");
   show(16), show(17);
   p.print("\n");
-  a.op("JR r8", "done");
+  mooneye_verdict(a, kR,
+                  {0x00, 0x60, 0x03, 0x00, 0x03, 0x00, 0x03, 0x00, 0xFF, 0x5A, 0x5A, 0xFF, 0x60,
+                   0x02, 0x00, 0x05, 0x02, 0x00});
   a.label("isr_stat");  // fetched from dot 40
   nops(a, 7);
   a.op("LDH A,(a8)", kSTAT).op("AND d8", 0x03);  // dot 76

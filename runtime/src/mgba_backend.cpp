@@ -372,6 +372,9 @@ struct MgbaSnapshot {
   uint8_t trap_kind = GBX_TRAP_NONE, trap_opcode = 0, last_kind = 0;
   uint16_t trap_pc = 0;
   std::vector<uint8_t> serial, sram, core;
+  // The serial transfer in progress, which mGBA 0.10's serializer leaves out.
+  int32_t sio_bits = 0, sio_period = 0, sio_next = 0, sio_until = 0;
+  uint8_t sio_pending_sb = 0, sio_scheduled = 0;
 };
 
 struct MgbaBackend::Impl {
@@ -434,6 +437,15 @@ struct MgbaBackend::Impl {
                      ? std::vector<uint8_t>(e.gb->memory.sram, e.gb->memory.sram + e.gb->sramSize)
                      : std::vector<uint8_t>{}},
         {"mgba_core", std::move(core)},
+        // mGBA 0.10 does not serialize the link port: a state saved mid-transfer would load
+        // with SC bit 7 set and no transfer running, and a program waiting on it would hang.
+        scalar_record("sio_bits", e.gb->sio.remainingBits),
+        scalar_record("sio_pending_sb", e.gb->sio.pendingSB),
+        scalar_record("sio_period", e.gb->sio.period),
+        scalar_record("sio_next", e.gb->sio.nextEvent),
+        scalar_record("sio_scheduled",
+                      static_cast<uint8_t>(mTimingIsScheduled(&e.gb->timing, &e.gb->sio.event))),
+        scalar_record("sio_until", mTimingUntil(&e.gb->timing, &e.gb->sio.event)),
     };
     return write_save_state(rom_id, MemoryModel::Dmg, SaveStateKind::Mgba, r);
   }
@@ -464,6 +476,12 @@ struct MgbaBackend::Impl {
     get(s.trap_pc, "trap_pc");
     get(s.trap_opcode, "trap_opcode");
     get(s.last_kind, "last_kind");
+    get(s.sio_bits, "sio_bits");
+    get(s.sio_pending_sb, "sio_pending_sb");
+    get(s.sio_period, "sio_period");
+    get(s.sio_next, "sio_next");
+    get(s.sio_scheduled, "sio_scheduled");
+    get(s.sio_until, "sio_until");
     if (!ok) return err;
     const MgbaEnv& e = *envs.front();
     auto bytes = [&](std::vector<uint8_t>& out, const char* name, size_t max,
@@ -493,6 +511,17 @@ struct MgbaBackend::Impl {
       return make_error(ErrorKind::Input, "mGBA refused the core state inside the save state");
     if (!s.sram.empty()) std::memcpy(e.gb->memory.sram, s.sram.data(), s.sram.size());
     if (e.gb->sio.driver != &e.tap.driver) GBSIOSetDriver(&e.gb->sio, &e.tap.driver);
+    struct GBSIO& sio = e.gb->sio;
+    sio.remainingBits = s.sio_bits;
+    sio.pendingSB = s.sio_pending_sb;
+    sio.period = s.sio_period;
+    sio.nextEvent = s.sio_next;
+    if (s.sio_scheduled) {
+      // GBDeserialize leaves its event list in timing.reroot; put it back the same way.
+      mTimingSchedule(&e.gb->timing, &sio.event, s.sio_until);
+      e.gb->timing.reroot = e.gb->timing.root;
+      e.gb->timing.root = nullptr;
+    }
     e.set_keys(s.action);
     e.units = s.units;
     e.frame_units = s.frame_units;

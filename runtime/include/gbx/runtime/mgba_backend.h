@@ -50,8 +50,9 @@ class MgbaBackend final : public Backend {
   Status reset(uint64_t seed) override;
   Status reset(const std::vector<uint8_t>& mask) override;
   Status set_reset_state(const std::vector<std::vector<uint8_t>>& blobs) override;
-  // mgba blobs hold mGBA's own serialized core (core->saveState), the cartridge RAM and the
-  // GBX counters (cycles, frames, instructions, serial capture, trap). Kernel blobs (cpu,
+  // mgba blobs hold mGBA's own serialized core (core->saveState), what mGBA 0.10 leaves out
+  // of it (cartridge RAM, a serial transfer in progress) and the GBX counters (cycles, frames,
+  // instructions, serial capture, trap). Kernel blobs (cpu,
   // cuda) are refused: mapping GBX's lazy timer/PPU fields onto mGBA's event scheduler would
   // not be exact. mGBA serializes only at an instruction boundary, so an env halted between
   // M-cycles (see run_unit) cannot be saved until it wakes; that is an error, not a wait.

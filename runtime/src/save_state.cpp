@@ -217,7 +217,7 @@ std::vector<uint8_t> encode_env_state(const EnvState& state, int env) {
     const uint8_t* p = bases[i] + (size_t)env * table[i].size;
     records.push_back({table[i].name, std::vector<uint8_t>(p, p + table[i].size)});
   }
-  const uint8_t* m = const_cast<EnvState&>(state).mem(env);
+  const uint8_t* m = state.mem(env);
   records.push_back({kMemRecord, std::vector<uint8_t>(m, m + state.layout().mem_stride)});
   return write_save_state(rom_of(state), state.memory_model(), SaveStateKind::Kernel, records);
 }

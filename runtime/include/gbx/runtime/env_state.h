@@ -49,6 +49,7 @@ class EnvState {
   const GbxState& soa() const { return soa_; }
   uint8_t* mem() { return mem_.data(); }
   uint8_t* mem(int env) { return mem_.data() + (size_t)env * layout_.mem_stride; }
+  const uint8_t* mem(int env) const { return mem_.data() + (size_t)env * layout_.mem_stride; }
   uint8_t* soa_block() { return block_.data(); }
   MemoryModel memory_model() const { return mm_; }
   const Rom* rom() const { return rom_; }

@@ -102,6 +102,9 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
   if (!ctx) return ctx.take_error();
   b->ctx_ = std::move(*ctx);
   const CudaContext& c = *b->ctx_;
+  if (cfg.block_size != 0)  // before the (slow) compile
+    if (Status st = check_block_size(cfg.block_size, c.max_threads_per_block()); !st)
+      return st.take_error();
 
   auto bundle = TemplateBundle::load(TemplateBundle::default_root());
   if (!bundle) return bundle.take_error();
@@ -115,9 +118,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
   auto loaded = shared_kernel(c, b->kernel_);
   if (!loaded) return loaded.take_error();
   b->loaded_ = std::move(*loaded);
-  auto shape = occupancy_launch_shape(c.driver(), b->loaded_->function, cfg.num_envs);
-  if (!shape) return shape.take_error();
-  b->shape_ = *shape;
+  b->shape_ = throughput_launch_shape({c.multiprocessors(), c.max_threads_per_block()},
+                                      cfg.num_envs, cfg.block_size);
   auto stream = CudaStream::create(c);
   if (!stream) return stream.take_error();
   b->stream_ = std::move(*stream);
@@ -127,14 +129,21 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
   struct Alloc {
     DeviceBuffer* buf;
     size_t bytes;
+    const char* what;
   };
-  for (const Alloc& a :
-       {Alloc{&b->soa_buf_, b->layout_.soa_bytes}, Alloc{&b->mem_buf_, b->layout_.mem_bytes},
-        Alloc{&b->rom_buf_, rom.bytes.size()}, Alloc{&b->actions_buf_, n * sizeof(int32_t)},
-        Alloc{&b->obs_buf_, n * kObsDim * sizeof(float)},
-        Alloc{&b->reward_buf_, n * sizeof(float)}}) {
+  for (const Alloc& a : {Alloc{&b->soa_buf_, b->layout_.soa_bytes, "the register arrays"},
+                         Alloc{&b->mem_buf_, b->layout_.mem_bytes, "env memory"},
+                         Alloc{&b->rom_buf_, rom.bytes.size(), "the ROM"},
+                         Alloc{&b->actions_buf_, n * sizeof(int32_t), "actions"},
+                         Alloc{&b->obs_buf_, n * kObsDim * sizeof(float), "observations"},
+                         Alloc{&b->reward_buf_, n * sizeof(float), "rewards"}}) {
     auto buf = DeviceBuffer::alloc(c, a.bytes);
-    if (!buf) return buf.take_error();
+    if (!buf) {
+      Error e = buf.take_error();
+      e.message = "allocating " + std::to_string(a.bytes) + " bytes of device memory for " +
+                  a.what + " of " + std::to_string(n) + " envs: " + e.message;
+      return e;
+    }
     *a.buf = std::move(*buf);
   }
   b->layout_.bind(b->soa_, b->soa_buf_.ptr());

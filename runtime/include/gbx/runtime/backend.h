@@ -36,6 +36,7 @@ struct BackendConfig {
   MemoryModel memory_model = MemoryModel::Dmg;
   RunMode run_mode = RunMode::Frames;
   int64_t instructions_per_step = 1;  // run mode instructions
+  int block_size = 0;  // cuda: threads per block (multiple of 32); 0 = throughput_launch_shape
 };
 
 // The synthesis parameters a kernel backend compiles for this configuration.

@@ -50,8 +50,14 @@ Result<std::shared_ptr<CudaContext>> shared_context(int device_index) {
   return shared;
 }
 
-// CUDA 13's NVRTC emits PTX ISA 9.0 and CUBINs an older driver may not accept; say so.
+// CUDA 13's NVRTC emits PTX ISA 9.0 and CUBINs an older driver may not accept; say so when
+// the driver is older.
 std::string driver_hint(const CudaContext& ctx, const Error& e) {
+  const std::string nv = nvrtc_version();  // "13.0"
+  const int nvrtc =
+      std::atoi(nv.c_str()) * 1000 +
+      (nv.find('.') != std::string::npos ? std::atoi(nv.c_str() + nv.find('.') + 1) * 10 : 0);
+  if (ctx.driver_version() >= nvrtc) return {};
   for (const char* code : {"CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "CUDA_ERROR_INVALID_IMAGE",
                            "CUDA_ERROR_NO_BINARY_FOR_GPU", "CUDA_ERROR_INVALID_PTX"})
     if (e.message.find(code) != std::string::npos)
@@ -141,7 +147,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
     if (!buf) {
       Error e = buf.take_error();
       e.message = "allocating " + std::to_string(a.bytes) + " bytes of device memory for " +
-                  a.what + " of " + std::to_string(n) + " envs: " + e.message;
+                  a.what + " (" + std::to_string(n) + " envs): " + e.message;
       return e;
     }
     *a.buf = std::move(*buf);

@@ -142,6 +142,7 @@ Result<json> run_bench(const BenchOptions& o) {
     cfg.stage = o.stage;
     cfg.threads = o.threads;
     cfg.device_index = o.device_index;
+    cfg.block_size = o.block_size;
     cfg.verbose = o.verbose;
     BenchResult r;
     r.num_envs = n;
@@ -234,6 +235,7 @@ Result<json> run_bench(const BenchOptions& o) {
                 {"stage", stage},
                 {"threads", o.threads},
                 {"sync_every", o.sync_every},
+                {"block_size", o.block_size},
                 {"device_index", o.device_index},
                 {"actions", "none"},
                 {"kernel_key", kernel_key.empty() ? json(nullptr) : json(kernel_key)}}},

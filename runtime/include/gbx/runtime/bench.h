@@ -36,6 +36,7 @@ struct BenchOptions {
   int threads = 0;  // cpu / mgba: 0 = all cores
   int64_t sync_every = 64;
   int device_index = 0;
+  int block_size = 0;  // cuda threads per block; 0 = the backend's choice
   std::string label;  // name of the sweep in reports; "" = backend, "-t<threads>" if given
   bool verbose = false;
   // Live progress (one line, replaced as it goes) and a note per finished env count.

@@ -10,6 +10,9 @@
 #include <mutex>
 #include <utility>
 
+#include "gbx/runtime/save_state.h"
+#include "gbx/runtime/state_fields.h"
+
 namespace gbx {
 
 constexpr int kObsDim = 32;  // obs_v0
@@ -66,26 +69,36 @@ std::string driver_hint(const CudaContext& ctx, const Error& e) {
   return {};
 }
 
-Result<std::shared_ptr<CudaLoadedKernel>> shared_kernel(const CudaContext& ctx,
-                                                        const CudaDeviceKernel& k) {
+// A module by its id (device, cache key): loaded once per process and device.
+Result<std::shared_ptr<CudaLoadedKernel>> shared_module(const CudaContext& ctx,
+                                                        const std::string& key,
+                                                        const std::string& image, bool cubin,
+                                                        const std::string& what,
+                                                        const std::string& entry_point) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  const auto id = std::make_pair(ctx.index(), k.build.build.key + "/" + k.image_file);
+  const auto id = std::make_pair(ctx.index(), key);
   if (auto it = r.kernels.find(id); it != r.kernels.end()) return it->second;
-  auto mod = CudaModule::load(ctx, k.image, k.target.cubin ? ModuleImage::Cubin : ModuleImage::Ptx);
+  auto mod = CudaModule::load(ctx, image, cubin ? ModuleImage::Cubin : ModuleImage::Ptx);
   if (!mod) {
     Error e = mod.take_error();
-    e.message = "loading " + k.image_file + " of kernel " + k.build.build.key.substr(0, 12) + ": " +
-                e.message + driver_hint(ctx, e);
+    e.message = "loading " + what + ": " + e.message + driver_hint(ctx, e);
     return e;
   }
-  auto fn = mod->function(k.build.build.source.entry_point);
+  auto fn = mod->function(entry_point);
   if (!fn) return fn.take_error();
   auto loaded = std::make_shared<CudaLoadedKernel>();
   loaded->module = std::move(*mod);
   loaded->function = *fn;
   r.kernels[id] = loaded;
   return loaded;
+}
+
+Result<std::shared_ptr<CudaLoadedKernel>> shared_kernel(const CudaContext& ctx,
+                                                        const CudaDeviceKernel& k) {
+  return shared_module(ctx, k.build.build.key + "/" + k.image_file, k.image, k.target.cubin,
+                       k.image_file + " of kernel " + k.build.build.key.substr(0, 12),
+                       k.build.build.source.entry_point);
 }
 
 uint64_t dev_addr(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
@@ -97,7 +110,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
   auto drv = CudaDriver::get();
   if (!drv) return drv.take_error();
   if (cfg.frames_per_step < 1) return make_error(ErrorKind::Usage, "--frames must be at least 1");
-  // The host builds every reset in an EnvState of the same size before uploading it.
+  // Reset states (set_reset_state) are decoded in a host EnvState of the same size.
   if (Status st = check_env_count(cfg.num_envs, cfg.memory_model, rom.header.ram_size); !st)
     return st.take_error();
 
@@ -124,6 +137,14 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
   auto loaded = shared_kernel(c, b->kernel_);
   if (!loaded) return loaded.take_error();
   b->loaded_ = std::move(*loaded);
+  // The env copy kernel (resets, save-state gathers and loads): one small cached compile.
+  auto copy = build_env_copy_kernel(c.sm(), cache);
+  if (!copy) return copy.take_error();
+  auto copy_loaded =
+      shared_module(c, "env-copy/" + copy->key, copy->image, copy->cubin,
+                    "the env copy kernel " + copy->key.substr(0, 12), kEnvCopyEntryPoint);
+  if (!copy_loaded) return copy_loaded.take_error();
+  b->copy_loaded_ = std::move(*copy_loaded);
   b->shape_ = throughput_launch_shape({c.multiprocessors(), c.max_threads_per_block()},
                                       cfg.num_envs, cfg.block_size);
   auto stream = CudaStream::create(c);
@@ -137,12 +158,18 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
     size_t bytes;
     const char* what;
   };
-  for (const Alloc& a : {Alloc{&b->soa_buf_, b->layout_.soa_bytes, "the register arrays"},
-                         Alloc{&b->mem_buf_, b->layout_.mem_bytes, "env memory"},
-                         Alloc{&b->rom_buf_, rom.bytes.size(), "the ROM"},
-                         Alloc{&b->actions_buf_, n * sizeof(int32_t), "actions"},
-                         Alloc{&b->obs_buf_, n * kObsDim * sizeof(float), "observations"},
-                         Alloc{&b->reward_buf_, n * sizeof(float), "rewards"}}) {
+  for (const Alloc& a :
+       {Alloc{&b->soa_buf_, b->layout_.soa_bytes, "the register arrays"},
+        Alloc{&b->mem_buf_, b->layout_.mem_bytes, "env memory"},
+        Alloc{&b->rom_buf_, rom.bytes.size(), "the ROM"},
+        Alloc{&b->actions_buf_, n * sizeof(int32_t), "actions"},
+        Alloc{&b->obs_buf_, n * kObsDim * sizeof(float), "observations"},
+        Alloc{&b->reward_buf_, n * sizeof(float), "rewards"},
+        Alloc{&b->release_buf_, cfg.release_after_frames >= 0 ? n * sizeof(int32_t) : 0,
+              "the button release schedule"},
+        Alloc{&b->mask_buf_, n, "the reset mask"},
+        Alloc{&b->stage_soa_buf_, make_layout(1, cfg.memory_model, rom.header.ram_size).soa_bytes,
+              "the one-env staging block"}}) {
     auto buf = DeviceBuffer::alloc(c, a.bytes);
     if (!buf) {
       Error e = buf.take_error();
@@ -153,10 +180,20 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
     *a.buf = std::move(*buf);
   }
   b->layout_.bind(b->soa_, b->soa_buf_.ptr());
+  b->probe_ = EnvState(1, cfg.memory_model, &b->rom_);
+  b->probe_.layout().bind(b->stage_soa_, b->stage_soa_buf_.ptr());
   // The shared ROM: one read-only copy for every env, uploaded once.
   if (Status st = b->rom_buf_.upload(rom.bytes.data(), rom.bytes.size(), 0, b->stream_.get()); !st)
     return st.take_error();
-  b->probe_ = EnvState(1, cfg.memory_model, &b->rom_);
+  if (cfg.release_after_frames >= 0) {
+    // Uploaded once: the schedule is part of the configuration, not of a step.
+    const std::vector<int32_t> release(n, cfg.release_after_frames);
+    if (Status st = b->release_buf_.upload(release.data(), release.size() * sizeof(int32_t), 0,
+                                           b->stream_.get());
+        !st)
+      return st.take_error();
+  }
+  if (Status st = b->set_reset_state({}); !st) return st.take_error();
   if (Status st = b->reset(0); !st) return st.take_error();
   if (Status st = b->warm_up(); !st) return st.take_error();
   return b;
@@ -185,27 +222,163 @@ GbxParams CudaBackend::params(const int* actions, int num_envs) const {
   p.frames = cfg_.frames_per_step;
   p.instr_budget = cfg_.instructions_per_step;
   p.actions = actions;
+  p.release_after_frames = release_buf_.size() ? release_buf_.as<const int>() : nullptr;
   p.obs = obs_buf_.as<float>();
   p.reward = reward_buf_.as<float>();
   p.obs_dim = kObsDim;
   return p;
 }
 
+void CudaBackend::state_regions(const GbxState& dst, const GbxState& src, bool src_shared,
+                                std::vector<EnvCopyRegion>& out) {
+#define GBX_FIELD_REGION(name, size)                                                    \
+  out.push_back(EnvCopyRegion{dev_addr(dst.name), dev_addr(src.name), (uint64_t)(size), \
+                              (uint64_t)(size), src_shared ? 0 : (uint64_t)(size)});
+  GBX_STATE_FIELDS(GBX_FIELD_REGION)
+#undef GBX_FIELD_REGION
+}
+
+void CudaBackend::output_zero_regions(std::vector<EnvCopyRegion>& out) const {
+  out.push_back(
+      EnvCopyRegion{obs_buf_.ptr(), 0, kObsDim * sizeof(float), kObsDim * sizeof(float), 0});
+  out.push_back(EnvCopyRegion{reward_buf_.ptr(), 0, sizeof(float), sizeof(float), 0});
+}
+
+Status CudaBackend::launch_copy(EnvCopyParams p, const std::vector<EnvCopyRegion>& regions) {
+  const CudaDriver& drv = ctx_->driver();
+  for (size_t first = 0; first < regions.size(); first += kEnvCopyMaxRegions) {
+    const size_t count = std::min<size_t>(kEnvCopyMaxRegions, regions.size() - first);
+    p.num_regions = count;
+    std::copy(regions.begin() + (long)first, regions.begin() + (long)(first + count), p.regions);
+    const EnvCopyGrid g = env_copy_grid(p);
+    void* args[] = {&p};  // copied by the driver at the call
+    GBX_CHECK_CU(drv, cuLaunchKernel(copy_loaded_->function, g.grid_x, g.grid_y, 1, g.block, 1, 1,
+                                     0, stream_.get(), args, nullptr));
+  }
+  return ok_status();
+}
+
+Status CudaBackend::upload_reset_image(EnvState& image) {
+  const StateLayout l = image.layout();
+  CUstream s = stream_.get();
+  if (image_envs_ != l.num_envs) {
+    image_soa_buf_ = DeviceBuffer();
+    image_mem_buf_ = DeviceBuffer();
+    for (auto [buf, bytes] :
+         {std::pair{&image_soa_buf_, l.soa_bytes}, std::pair{&image_mem_buf_, l.mem_bytes}}) {
+      auto a = DeviceBuffer::alloc(*ctx_, bytes);
+      if (!a) {
+        Error e = a.take_error();
+        e.message = "allocating " + std::to_string(bytes) +
+                    " bytes of device memory for the reset state (" + std::to_string(l.num_envs) +
+                    " envs): " + e.message;
+        return e;
+      }
+      *buf = std::move(*a);
+    }
+    image_envs_ = l.num_envs;
+    l.bind(image_soa_, image_soa_buf_.ptr());
+  }
+  if (Status st = image_soa_buf_.upload(image.soa_block(), l.soa_bytes, 0, s); !st) return st;
+  if (Status st = image_mem_buf_.upload(image.mem(), l.mem_bytes, 0, s); !st) return st;
+  // `image` may die on return; pageable copies may still be reading it until then.
+  return stream_.synchronize();
+}
+
+Status CudaBackend::copy_reset_image(uint64_t mask) {
+  const bool shared = image_envs_ == 1;
+  std::vector<EnvCopyRegion> regions;
+  state_regions(soa_, image_soa_, shared, regions);
+  regions.push_back(EnvCopyRegion{mem_buf_.ptr(), image_mem_buf_.ptr(), layout_.mem_stride,
+                                  layout_.mem_stride, shared ? 0 : layout_.mem_stride});
+  output_zero_regions(regions);
+  EnvCopyParams p;
+  p.mask = mask;
+  p.envs = (uint64_t)layout_.num_envs;
+  return launch_copy(p, regions);
+}
+
 Status CudaBackend::reset(uint64_t /*seed: reserved for randomized starts*/) {
   if (Status st = ctx_->make_current(); !st) return st;
-  EnvState host(layout_.num_envs, cfg_.memory_model, &rom_);
-  if (cfg_.memory_model == MemoryModel::Flat64k)
-    host.reset_zero();
-  else
-    host.reset_dmg();
-  const std::vector<float> zeros((size_t)layout_.num_envs * kObsDim, 0.0f);
+  return copy_reset_image(0);
+}
+
+Status CudaBackend::reset(const std::vector<uint8_t>& mask) {
+  const int n = layout_.num_envs;
+  if ((int)mask.size() != n)
+    return make_error(ErrorKind::Usage, "reset mask has " + std::to_string(mask.size()) +
+                                            " entries for " + std::to_string(n) + " envs");
+  if (Status st = ctx_->make_current(); !st) return st;
+  // Staged before the call returns (pageable memory); the launch is ordered after it.
+  if (Status st = mask_buf_.upload(mask.data(), mask.size(), 0, stream_.get()); !st) return st;
+  return copy_reset_image(mask_buf_.ptr());
+}
+
+Status CudaBackend::set_reset_state(const std::vector<std::vector<uint8_t>>& blobs) {
+  const int n = layout_.num_envs;
+  if (blobs.size() > 1 && (int)blobs.size() != n)
+    return make_error(ErrorKind::Usage, "set_reset_state takes 0, 1 or " + std::to_string(n) +
+                                            " blobs, got " + std::to_string(blobs.size()));
+  // Every blob is decoded (and so checked) on the host before anything reaches the device.
+  EnvState image(std::max<int>(1, (int)blobs.size()), cfg_.memory_model, &rom_);
+  if (blobs.empty()) {
+    if (cfg_.memory_model == MemoryModel::Flat64k)
+      image.reset_zero();
+    else
+      image.reset_dmg();
+  }
+  for (size_t i = 0; i < blobs.size(); ++i)
+    if (Status st = decode_env_state(blobs[i], image, (int)i); !st) {
+      if (blobs.size() == 1) return st;
+      return make_error(ErrorKind::Input,
+                        "reset state " + std::to_string(i) + ": " + st.error().message);
+    }
+  if (Status st = ctx_->make_current(); !st) return st;
+  return upload_reset_image(image);
+}
+
+Status CudaBackend::gather_env(int env) {
+  std::vector<EnvCopyRegion> regions;
+  state_regions(stage_soa_, soa_, false, regions);
+  EnvCopyParams p;
+  p.envs = 1;
+  p.src_first = (uint64_t)env;
+  if (Status st = launch_copy(p, regions); !st) return st;
+  return stage_soa_buf_.download(probe_.soa_block(), stage_soa_buf_.size(), 0, stream_.get());
+}
+
+Result<std::vector<uint8_t>> CudaBackend::save_state(int env) {
+  if (Status st = check_env(env); !st) return st.take_error();
+  if (Status st = ctx_->make_current(); !st) return st.take_error();
+  if (Status st = gather_env(env); !st) return st.take_error();
+  if (Status st = mem_buf_.download(probe_.mem(0), layout_.mem_stride,
+                                    (size_t)env * layout_.mem_stride, stream_.get());
+      !st)
+    return st.take_error();
+  if (Status st = stream_.synchronize(); !st) return st.take_error();
+  return encode_env_state(probe_, 0);
+}
+
+Status CudaBackend::load_state(int env, const std::vector<uint8_t>& blob) {
+  if (Status st = check_env(env); !st) return st;
+  // decode_env_state checks the whole blob before writing: a bad one leaves probe_ and the
+  // device untouched.
+  if (Status st = decode_env_state(blob, probe_, 0); !st) return st;
+  if (Status st = ctx_->make_current(); !st) return st;
   CUstream s = stream_.get();
-  if (Status st = soa_buf_.upload(host.soa_block(), layout_.soa_bytes, 0, s); !st) return st;
-  if (Status st = mem_buf_.upload(host.mem(), layout_.mem_bytes, 0, s); !st) return st;
-  if (Status st = obs_buf_.upload(zeros.data(), obs_buf_.size(), 0, s); !st) return st;
-  if (Status st = reward_buf_.upload(zeros.data(), reward_buf_.size(), 0, s); !st) return st;
-  // `host` and `zeros` die on return; pageable copies may still be reading them until then.
-  return stream_.synchronize();
+  if (Status st = stage_soa_buf_.upload(probe_.soa_block(), stage_soa_buf_.size(), 0, s); !st)
+    return st;
+  if (Status st =
+          mem_buf_.upload(probe_.mem(0), layout_.mem_stride, (size_t)env * layout_.mem_stride, s);
+      !st)
+    return st;
+  std::vector<EnvCopyRegion> regions;
+  state_regions(soa_, stage_soa_, true, regions);
+  output_zero_regions(regions);
+  EnvCopyParams p;
+  p.envs = 1;
+  p.dst_first = (uint64_t)env;
+  return launch_copy(p, regions);
 }
 
 Status CudaBackend::step(const std::vector<int32_t>& actions) {
@@ -262,34 +435,9 @@ Status CudaBackend::fetch(void* dst, uint64_t src, size_t bytes) {
 Result<CpuState> CudaBackend::get_cpu_state(int env) {
   if (Status st = check_env(env); !st) return st.take_error();
   if (Status st = ctx_->make_current(); !st) return st.take_error();
-  CpuState s;
-  // One small copy per register field: only this env's bytes cross the bus.
-#define GBX_FETCH(field)                                                                        \
-  static_assert(sizeof(s.field) == sizeof(*soa_.field), "CpuState." #field " mirrors the ABI"); \
-  if (Status st = fetch(&s.field, dev_addr(soa_.field) + (uint64_t)env * sizeof(s.field),       \
-                        sizeof(s.field));                                                       \
-      !st)                                                                                      \
-    return st.take_error();
-  GBX_FETCH(pc)
-  GBX_FETCH(sp)
-  GBX_FETCH(a)
-  GBX_FETCH(f)
-  GBX_FETCH(b)
-  GBX_FETCH(c)
-  GBX_FETCH(d)
-  GBX_FETCH(e)
-  GBX_FETCH(h)
-  GBX_FETCH(l)
-  GBX_FETCH(ime)
-  GBX_FETCH(run_state)
-  GBX_FETCH(cycle_count)
-  GBX_FETCH(instr_count)
-  GBX_FETCH(trap_kind)
-  GBX_FETCH(trap_pc)
-  GBX_FETCH(trap_opcode)
-#undef GBX_FETCH
+  if (Status st = gather_env(env); !st) return st.take_error();
   if (Status st = stream_.synchronize(); !st) return st.take_error();
-  return s;
+  return probe_.cpu_state(0);
 }
 
 Status CudaBackend::debug_poke_register(int env, const std::string& reg, uint16_t value) {
@@ -331,20 +479,8 @@ Result<std::vector<uint8_t>> CudaBackend::read_memory(int env, uint32_t lo, uint
   if (cfg_.memory_model == MemoryModel::Flat64k) {
     spans.emplace_back(lo, hi);
   } else {
-    // The peek below needs this env's banking, timer and PPU fields: one element of every
-    // SoA array except the serial buffer.
-    const auto& sizes = state_field_sizes();
-    constexpr size_t kFields = sizeof(GbxState) / sizeof(void*);
-    uint64_t dev[kFields], host[kFields];
-    std::memcpy(dev, &soa_, sizeof dev);
-    std::memcpy(host, &probe_.soa(), sizeof host);
-    for (size_t i = 0; i < kFields && i < sizes.size(); ++i) {
-      if (dev[i] == dev_addr(soa_.serial_buf)) continue;
-      if (Status st = fetch(reinterpret_cast<void*>(static_cast<uintptr_t>(host[i])),
-                            dev[i] + (uint64_t)env * sizes[i], sizes[i]);
-          !st)
-        return st.take_error();
-    }
+    // The peek below needs this env's banking, timer and PPU fields.
+    if (Status st = gather_env(env); !st) return st.take_error();
     region(0x8000, 0xA000, GBX_MEM_VRAM);
     if (rom_.header.ram_size && lo < 0xC000 && hi > 0xA000)  // banked: the whole RAM
       spans.emplace_back(GBX_MEM_CART_RAM, GBX_MEM_CART_RAM + rom_.header.ram_size);

@@ -14,7 +14,8 @@
 //   beside the entries (a key of its own), so each kernel is compiled for the CPU once.
 // - Launches run at the call, thread by thread over the grid. The parameter block is copied
 //   and every 8-byte word that falls in the fake device range is translated (no knowledge
-//   of GbxParams' fields beyond its size).
+//   of the parameter struct's fields beyond its size: GbxParams, or the type and size a
+//   cache entry's meta.json names in params_type/params_bytes, as the env copy kernel does).
 // - Ordering: every stream, event and the host carry a vector clock; every device access is
 //   recorded with its stream and position. An access that overlaps an earlier one (one of
 //   them a write) with no happens-before edge between them (stream order, legacy-stream
@@ -235,11 +236,15 @@ struct Module {
   std::string image_sha256;
   LaunchFn launch = nullptr;
   int registers = 0;
+  size_t params_bytes = sizeof(GbxParams);  // the kernel's one parameter
 };
 
 struct Function {
   Module* module = nullptr;
 };
+
+// CUDA's limit on a kernel's parameters (before 12.1's 32 KiB on Volta and later).
+constexpr size_t kMaxParamsBytes = 4096;
 
 // The CUDA source compiled for the host: the keywords become host attributes, the built-in
 // index variables plain globals the launcher sets before each thread's call. Launches run
@@ -254,8 +259,12 @@ struct GbxDoubleDim3 { unsigned x, y, z; };
 static GbxDoubleDim3 threadIdx, blockIdx, blockDim, gridDim;
 )";
 
-std::string launcher(const std::string& entry, const std::string& params_type) {
+std::string launcher(const std::string& entry, const std::string& params_type,
+                     size_t params_bytes) {
   return "\n// GBX CUDA double: the grid, one thread after another.\n"
+         "static_assert(sizeof(" +
+         params_type + ") == " + std::to_string(params_bytes) +
+         ", \"the cache entry's params_bytes is the parameter's size\");\n"
          "extern \"C\" void gbx_double_launch(const void* params, const unsigned* d) {\n"
          "  gridDim.x = d[0]; gridDim.y = d[1]; gridDim.z = d[2];\n"
          "  blockDim.x = d[3]; blockDim.y = d[4]; blockDim.z = d[5];\n"
@@ -456,8 +465,16 @@ CUresult compile_for_host(const gbx::CacheEntry& entry, const std::string& sha, 
     return CUDA_ERROR_INVALID_IMAGE;
   }
   m.entry_point = entry.meta.value("entry_point", std::string("gbx_step"));
+  // Generated kernels take GbxParams; other kernels (the env copy kernel) name theirs.
+  const std::string params_type = entry.meta.value("params_type", std::string("GbxParams"));
+  m.params_bytes = entry.meta.value("params_bytes", sizeof(GbxParams));
+  if (m.params_bytes == 0 || m.params_bytes > kMaxParamsBytes) {
+    note("cache entry %s: parameter block of %zu bytes (the limit is %zu)", entry.key.c_str(),
+         m.params_bytes, kMaxParamsBytes);
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
   const std::string source =
-      std::string(kCudaOnCpuShim) + *src + launcher(m.entry_point, "GbxParams");
+      std::string(kCudaOnCpuShim) + *src + launcher(m.entry_point, params_type, m.params_bytes);
 
   gbx::CpuCompileOptions opts;
   std::string key_text = "gbx-cuda-double/1\n" + gbx::cpu_compiler_identity() + "\n";
@@ -851,12 +868,14 @@ CUresult d_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, u
   Op op = begin_op(s);
 
   // The kernel's one parameter, copied now (as the driver does) and translated word by word.
-  alignas(16) unsigned char block[sizeof(GbxParams)];
-  std::memcpy(block, params[0], sizeof block);
+  alignas(16) unsigned char storage[kMaxParamsBytes];
+  const size_t block_bytes = fn->module->params_bytes;
+  unsigned char* block = storage;
+  std::memcpy(block, params[0], block_bytes);
   const std::string what = "kernel " + fn->module->entry_point + " <<<" + std::to_string(gx) +
                            ", " + std::to_string(bx) + ">>>";
   std::vector<Allocation*> touched;
-  for (size_t off = 0; off + 8 <= sizeof block; off += 8) {
+  for (size_t off = 0; off + 8 <= block_bytes; off += 8) {
     uint64_t w;
     std::memcpy(&w, block + off, 8);
     if (w < kDeviceBase || w >= kDeviceEnd) continue;

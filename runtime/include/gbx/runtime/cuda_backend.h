@@ -1,14 +1,18 @@
 #pragma once
 // The cuda backend: the NVRTC-compiled kernel, one thread per env, on one device through the
 // Driver API (libcuda is dlopen()ed; no driver means ErrorKind::NoDevice before anything is
-// compiled). Device state uses the CPU's StateLayout, so reset builds the host EnvState and
-// uploads it in one copy per block. step() only enqueues; sync() waits. Reads copy just the
-// bytes they return (one env's fields or memory slice), ordered after earlier steps.
+// compiled). Device state uses the CPU's StateLayout. Resets copy a reset image kept on the
+// device (power-on or loaded blobs, one shared or one per env) into the masked envs with the
+// env copy kernel (gbx/engine/cuda_env_copy.h): only the mask crosses the bus. The same
+// kernel gathers one env's element of every state array into a one-env staging block, so a
+// read or save of an env is one launch and two copies, and scatters a loaded blob back.
+// step() only enqueues; sync() waits. Everything runs on one stream, in order.
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "gbx/engine/cuda_driver.h"
+#include "gbx/engine/cuda_env_copy.h"
 #include "gbx/engine/cuda_kernel_builder.h"
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/env_state.h"
@@ -27,6 +31,10 @@ class CudaBackend : public Backend {
   std::string name() const override { return "cuda"; }
   int num_envs() const override { return layout_.num_envs; }
   Status reset(uint64_t seed) override;
+  Status reset(const std::vector<uint8_t>& mask) override;
+  Status set_reset_state(const std::vector<std::vector<uint8_t>>& blobs) override;
+  Result<std::vector<uint8_t>> save_state(int env) override;
+  Status load_state(int env, const std::vector<uint8_t>& blob) override;
   Status step(const std::vector<int32_t>& actions) override;  // asynchronous
   Status sync() override;
   Result<CpuState> get_cpu_state(int env) override;
@@ -53,6 +61,20 @@ class CudaBackend : public Backend {
   // Enqueues a copy of `bytes` at device address `src` (inside soa_ or mem_) into `dst`.
   Status fetch(void* dst, uint64_t src, size_t bytes);
   GbxParams params(const int* actions, int num_envs) const;
+  // The host image (1 env = shared, or num_envs) becomes the device reset image.
+  Status upload_reset_image(EnvState& image);
+  // Masked copy of the reset image into the envs (mask: device address, 0 = every env);
+  // zeroes their outputs.
+  Status copy_reset_image(uint64_t mask);
+  // probe_ gets env's element of every state array (one launch, one copy; not yet synced).
+  Status gather_env(int env);
+  // Launches the env copy kernel over `regions`, in launches of kEnvCopyMaxRegions.
+  Status launch_copy(EnvCopyParams p, const std::vector<EnvCopyRegion>& regions);
+  // One region per state array between two bound GbxStates (device addresses); src_shared
+  // makes src a single slot every env copies.
+  static void state_regions(const GbxState& dst, const GbxState& src, bool src_shared,
+                            std::vector<EnvCopyRegion>& out);
+  void output_zero_regions(std::vector<EnvCopyRegion>& out) const;
 
   Rom rom_;
   BackendConfig cfg_;
@@ -63,8 +85,20 @@ class CudaBackend : public Backend {
   StateLayout layout_;
   GbxState soa_{};  // bound to soa_buf_'s device addresses
   DeviceBuffer soa_buf_, mem_buf_, rom_buf_, actions_buf_, obs_buf_, reward_buf_;
+  DeviceBuffer release_buf_;  // release_after_frames per env; empty when never released
+  DeviceBuffer mask_buf_;     // reset(mask)'s mask, one byte per env
+  // The reset image: image_envs_ envs (1: shared by every env) in the StateLayout of that
+  // many envs.
+  DeviceBuffer image_soa_buf_, image_mem_buf_;
+  GbxState image_soa_{};
+  int image_envs_ = 0;
+  // One env in the one-env StateLayout: the device side of probe_ (gathers and loads).
+  DeviceBuffer stage_soa_buf_;
+  GbxState stage_soa_{};
+  std::shared_ptr<CudaLoadedKernel> copy_loaded_;
   LaunchShape shape_;
-  EnvState probe_;  // one env: read_memory's staging copy, read through EnvState::peek
+  // One env, host side: the staging copy of reads, saves and loads (EnvState::peek reads it).
+  EnvState probe_;
 };
 
 }  // namespace gbx

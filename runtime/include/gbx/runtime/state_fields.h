@@ -34,5 +34,9 @@
   X(serial_len, 4)                     \
   X(trap_kind, 1)                      \
   X(trap_pc, 2)                        \
-  X(trap_opcode, 1)
+  X(trap_opcode, 1)                    \
+  X(tima_reload, 8)                    \
+  X(apu_synced, 8)                     \
+  X(apu_length, 8)                     \
+  X(joyp_held, 1)
 // clang-format on

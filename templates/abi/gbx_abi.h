@@ -4,7 +4,7 @@
 #ifndef GBX_ABI_H
 #define GBX_ABI_H
 
-#define GBX_ABI_VERSION 4
+#define GBX_ABI_VERSION 5
 
 // Per-env writable memory (memory model dmg): only the regions a cartridge cannot supply.
 #define GBX_MEM_VRAM 0x0000u  // 0x8000-0x9FFF
@@ -17,6 +17,9 @@
 #define GBX_MEM_FLAT_SIZE 0x10000u
 
 #define GBX_SERIAL_CAPACITY 1024u
+
+// Values a user reward/done expression may compare with their previous step (prev(i)).
+#define GBX_USER_TRACK_MAX 8u
 
 // Cartridge controller kinds (from the header's cartridge type byte).
 #define GBX_MBC_NONE 0
@@ -63,6 +66,8 @@ typedef struct GbxState {
   unsigned char* trap_kind;
   unsigned short* trap_pc;
   unsigned char* trap_opcode;
+  float* user_prev;                // GBX_USER_TRACK_MAX per env: tracked values at the last step
+  unsigned char* user_prev_valid;  // 0 after reset: the next epilog takes prev = current
 } GbxState;
 
 typedef struct GbxParams {
@@ -83,6 +88,7 @@ typedef struct GbxParams {
   float* reward;              // one float per env
   int obs_dim;
   int reserved0;
+  unsigned char* done;        // one byte per env (user done expression), or null
 } GbxParams;
 
 #endif

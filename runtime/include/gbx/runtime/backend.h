@@ -36,6 +36,11 @@ struct BackendConfig {
   MemoryModel memory_model = MemoryModel::Dmg;
   RunMode run_mode = RunMode::Frames;
   int64_t instructions_per_step = 1;  // run mode instructions
+  // User reward / done / tracked expressions compiled into the kernel (cpu/cuda;
+  // gbx/engine/user_expr.h).
+  std::string reward_expr;
+  std::string done_expr;
+  std::vector<std::string> track;
 };
 
 // The synthesis parameters a kernel backend compiles for this configuration.
@@ -46,6 +51,9 @@ inline SynthParams synth_params_for(const BackendConfig& cfg, Device device, int
   p.memory_model = cfg.memory_model;
   p.run_mode = cfg.run_mode;
   p.obs_dim = obs_dim;
+  p.reward_expr = cfg.reward_expr;
+  p.done_expr = cfg.done_expr;
+  p.track = cfg.track;
   return p;
 }
 

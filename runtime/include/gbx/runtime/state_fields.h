@@ -34,5 +34,7 @@
   X(serial_len, 4)                     \
   X(trap_kind, 1)                      \
   X(trap_pc, 2)                        \
-  X(trap_opcode, 1)
+  X(trap_opcode, 1)                    \
+  X(user_prev, 4 * GBX_USER_TRACK_MAX) \
+  X(user_prev_valid, 1)
 // clang-format on

@@ -1,6 +1,7 @@
 // User reward/done/track expressions: the checker, and their injection by the generator.
 #include <doctest/doctest.h>
 
+#include "gbx/engine/cuda_kernel_builder.h"
 #include "gbx/engine/generator.h"
 #include "gbx/engine/user_expr.h"
 
@@ -86,4 +87,20 @@ TEST_CASE(
   auto g2 = generate(bundle.value(), bad);
   REQUIRE_FALSE(g2.ok());
   CHECK(g2.error().kind == ErrorKind::Usage);
+}
+
+TEST_CASE("the user epilog compiles for CUDA too (NVRTC, no GPU needed)") {
+  auto bundle = TemplateBundle::load(TemplateBundle::default_root());
+  REQUIRE(bundle.ok());
+  SynthParams p;
+  p.device = Device::Cuda;
+  p.track = {"ram16(0xC000)", "pc"};
+  p.reward_expr = "val(0) - prev(0) + (a & 1) / 3";
+  p.done_expr = "prev(1) == val(1)";
+  NvrtcOptions opts;
+  opts.archs = {"sm_90"};
+  KernelCache cache;
+  auto k = build_cuda_kernel(bundle.value(), p, cache, opts);
+  REQUIRE_MESSAGE(k.ok(), (k.ok() ? "" : k.error().message + "\n" + k.error().detail));
+  CHECK(k.value().archs.size() == 1);
 }

@@ -99,6 +99,10 @@ class Native {
     if (backend == "mgba" && (!reward.empty() || !done.empty() || !track.empty()))
       throw nb::value_error(
           "the mgba backend runs no generated kernel, so it has no reward/done expressions");
+    if (backend == "cuda" && !done.empty())
+      throw nb::value_error(
+          "the cuda backend has no done output yet (it needs a device buffer for it); "
+          "use max_episode_frames, or the cpu device");
     if (num_envs < 1)
       throw nb::value_error(
           ("num_envs must be at least 1 (got " + std::to_string(num_envs) + ")").c_str());

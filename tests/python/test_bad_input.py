@@ -95,3 +95,18 @@ def test_native_checks_sizes_too(env):
         env.backend.step(np.zeros(3, dtype=np.int32))
     with pytest.raises(ValueError, match="out of range"):
         env.backend.read_memory(9, 0, 1)
+
+
+def test_cuda_without_a_device_is_one_clear_error(gbx):
+    try:
+        e = gbx.VecEnv(ROM, num_envs=2, device="cuda:0", frames_per_step=1,
+                       release_after_frames=0)
+    except gbx.NoDeviceError as ei:
+        assert str(ei) and "\n" not in str(ei)
+        return
+    # A machine with a GPU: the env runs and says it cannot take a done expression yet.
+    obs, _ = e.reset(seed=0)
+    assert obs.shape == (2, 32)
+    e.close()
+    with pytest.raises(ValueError, match="no done output"):
+        gbx.VecEnv(ROM, num_envs=2, device="cuda:0", done="1")

@@ -1,6 +1,7 @@
 // gbx-run run: run a ROM on a backend and print the final state.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "commands.h"
@@ -8,6 +9,7 @@
 #include "gbx/runtime/conformance.h"
 #include "gbx/runtime/rom.h"
 #include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/save_state.h"
 #include "tool_common.h"
 
 namespace {
@@ -21,12 +23,16 @@ struct RunOptions {
   long long envs = 1;
   long long frames = 60;
   int frames_per_step = 1;
+  int release_after_frames = -1;
+  int action = 0;
   int threads = 0;
   int device_index = 0;
   int env = 0;
   bool print_state = false;
   bool serial = false;
   bool verbose = false;
+  std::string load_state;  // every env starts from this save state
+  std::string save_state;  // env `env`'s state at the end goes here
 };
 
 // Serial text as one line: C escapes for quotes, backslashes and non-printable bytes.
@@ -70,9 +76,23 @@ int cmd_run(const RunOptions& o) {
     return tool::fail(make_error(ErrorKind::Usage, "--frames-per-step must be at least 1"));
   auto rom = load_rom(o.rom);
   if (!rom) return tool::fail(rom.error());
+  std::vector<uint8_t> start_state;
+  if (!o.load_state.empty()) {
+    auto bytes = read_save_state_file(o.load_state);
+    if (!bytes) return tool::fail(bytes.error());
+    start_state = std::move(bytes.value());
+  }
+  if (!o.save_state.empty()) {
+    // Refuse before running, not after: the frames may take long.
+    const auto dir = std::filesystem::absolute(o.save_state).parent_path();
+    if (!std::filesystem::is_directory(dir))
+      return tool::fail(make_error(
+          ErrorKind::Usage, "--save-state: directory '" + dir.string() + "' does not exist"));
+  }
   BackendConfig cfg;
   cfg.num_envs = (int)o.envs;
   cfg.frames_per_step = o.frames_per_step;
+  cfg.release_after_frames = o.release_after_frames;
   cfg.stage = *stage;
   cfg.threads = o.threads;
   cfg.device_index = o.device_index;
@@ -83,10 +103,18 @@ int cmd_run(const RunOptions& o) {
   if (o.env < 0 || o.env >= be.num_envs())
     return tool::fail(
         make_error(ErrorKind::Usage, "--env " + std::to_string(o.env) + " out of range"));
+  if (!o.load_state.empty()) {
+    if (auto st = be.set_reset_state({start_state}); !st) return tool::fail(st.error());
+    if (auto st = be.reset(std::vector<uint8_t>((size_t)be.num_envs(), 1)); !st)
+      return tool::fail(st.error());
+  }
   const long long steps = (o.frames + o.frames_per_step - 1) / o.frames_per_step;
   const auto t0 = std::chrono::steady_clock::now();
+  if (o.action < 0 || o.action > 0xFF)
+    return tool::fail(make_error(ErrorKind::Usage, "--action must be a button mask 0..255"));
+  const std::vector<int32_t> actions(o.action ? (size_t)be.num_envs() : 0, o.action);
   for (long long i = 0; i < steps; ++i)
-    if (auto st = be.step({}); !st) return tool::fail(st.error());
+    if (auto st = be.step(actions); !st) return tool::fail(st.error());
   if (auto st = be.sync(); !st) return tool::fail(st.error());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double frames = (double)steps * o.frames_per_step * (double)o.envs;
@@ -99,6 +127,13 @@ int cmd_run(const RunOptions& o) {
     auto s = be.get_cpu_state(o.env);
     if (!s) return tool::fail(s.error());
     print_state(o.env, s.value());
+  }
+  if (!o.save_state.empty()) {
+    auto blob = be.save_state(o.env);
+    if (!blob) return tool::fail(blob.error());
+    if (auto st = write_save_state_file(o.save_state, blob.value()); !st)
+      return tool::fail(st.error());
+    std::printf("saved env %d to %s (%zu bytes)\n", o.env, o.save_state.c_str(), blob->size());
   }
   if (o.serial) {
     for (int i = 0; i < be.num_envs(); ++i) {
@@ -125,12 +160,22 @@ void register_run(CLI::App& app, Commands& cmds) {
   r->add_option("--frames", run.frames, "frames to run each env")->capture_default_str();
   r->add_option("--frames-per-step", run.frames_per_step, "frames per step() call")
       ->capture_default_str();
+  r->add_option("--action", run.action,
+                "buttons every env holds each step (bit 0 A, 1 B, 2 Select, 3 Start, 4 Right, "
+                "5 Left, 6 Up, 7 Down)")
+      ->capture_default_str();
+  r->add_option("--release-after-frames", run.release_after_frames,
+                "buttons are released after N frames of each step (default -1: never)")
+      ->capture_default_str();
   r->add_option("--threads", run.threads, "cpu threads (0 = all cores)")->capture_default_str();
   r->add_option("--device-index", run.device_index, "cuda device")->capture_default_str();
-  r->add_option("--env", run.env, "env whose state is printed")->capture_default_str();
+  r->add_option("--env", run.env, "env whose state is printed (and saved by --save-state)")
+      ->capture_default_str();
   r->add_flag("--print-state", run.print_state, "print env registers");
   r->add_flag("--serial", run.serial, "print each env's serial output");
   r->add_flag("--verbose", run.verbose, "backend logs");
+  r->add_option("--load-state", run.load_state, "save state every env starts from");
+  r->add_option("--save-state", run.save_state, "write env --env's state here at the end");
   cmds.emplace_back(r, [] { return cmd_run(run); });
 }
 

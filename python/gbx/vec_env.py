@@ -1,7 +1,6 @@
 """gbx.VecEnv: many Game Boys as one Gymnasium 1.x vector environment."""
 from __future__ import annotations
 
-import warnings
 from typing import Any, Sequence
 
 import gymnasium as gym
@@ -59,9 +58,8 @@ class VecEnv(gym.vector.VectorEnv):
     - ``device``: ``"cpu"`` (JIT-compiled kernel on all cores), ``"cuda:N"``, or ``"mgba"``
       (the reference emulator, one libmgba core per env: for checking, not for training).
     - ``frames_per_step``: emulated frames (70224 T-cycles each) per ``step``.
-    - ``release_after_frames``: buttons are meant to be pressed for the first N frames of a
-      step, then released. The current kernel holds them for the whole step (the joypad
-      schedule comes with issue [D]); a smaller value than ``frames_per_step`` warns once.
+    - ``release_after_frames``: a step's buttons are pressed for its first N frames, then
+      released (N >= ``frames_per_step``: held for the whole step).
     - ``actions``: action codec, see :mod:`gbx.actions` (pokemon8, buttons8, multibinary).
     - ``obs``: ``"vec"`` (obs_v0: 32 float32 in [0, 1], design section 2) or a dict spec.
     - ``reward`` / ``done`` / ``track``: C++ expressions compiled into the kernel, see
@@ -130,13 +128,6 @@ class VecEnv(gym.vector.VectorEnv):
         self._codec = get_codec(actions)
         self._obs_keys = _parse_obs(obs)
         backend, index = _parse_device(device)
-        if 0 < release_after_frames < frames_per_step:
-            warnings.warn(
-                "release_after_frames is not honoured yet: the kernel holds each step's buttons "
-                "for all frames_per_step frames (the joypad schedule comes with issue [D])",
-                stacklevel=2,
-            )
-
         rom_spec, rom_bytes = (rom, b"") if isinstance(rom, str) else ("bytes", bytes(rom))
         self._native = _native.Backend(
             rom_spec,
@@ -144,6 +135,7 @@ class VecEnv(gym.vector.VectorEnv):
             backend=backend,
             num_envs=int(num_envs),
             frames_per_step=int(frames_per_step),
+            release_after_frames=int(release_after_frames),
             threads=int(threads),
             device_index=index,
             reward=reward or "",

@@ -88,6 +88,7 @@ class Native {
     gbx::BackendConfig cfg;
     cfg.num_envs = num_envs;
     cfg.frames_per_step = frames_per_step;
+    cfg.release_after_frames = release_after_frames;
     cfg.threads = threads;
     cfg.device_index = device_index;
     const auto st = gbx::parse_stage(stage);
@@ -137,38 +138,21 @@ class Native {
     gather();
   }
 
-  // Power-on state into the masked envs, the others untouched. The backends' own reset(mask)
-  // is being added ([D]); until then this copies a power-on env field by field (cpu only).
-  // This is the one place to switch.
+  // The masked envs to their reset state (power-on), the others untouched: the backend's own
+  // reset(mask); the cpu backend then refreshes their outputs from the new state.
   void reset_envs(MaskIn mask) {
     if ((int)mask.shape(0) != n_)
       throw nb::value_error(("reset mask has " + std::to_string(mask.shape(0)) + " entries for " +
                              std::to_string(n_) + " envs")
                                 .c_str());
     std::vector<uint8_t> m(mask.data(), mask.data() + n_);
-    bool all = true, any = false;
-    for (uint8_t v : m) all &= v != 0, any |= v != 0;
-    if (!any) return;
-    if (!cpu_) {
-      if (!all)
-        throw std::runtime_error("the " + backend_->name() +
-                                 " backend cannot reset single envs yet (reset(mask) is coming "
-                                 "with save states); reset all envs instead");
-      reset(0);
-      return;
-    }
     {
       nb::gil_scoped_release release;
-      gbx::EnvState& st = cpu_->state();
-      if (!power_on_) {
-        power_on_ = std::make_unique<gbx::EnvState>(1, gbx::MemoryModel::Dmg, &rom_);
-        power_on_->reset_dmg();
-      }
-      for (int e = 0; e < n_; ++e)
-        if (m[e]) copy_env(st, e, *power_on_, 0);
-      check_nogil(refresh(m));
+      check_nogil(backend_->reset(m));
+      if (cpu_) check_nogil(refresh(m));
     }
     raise_pending();
+    gather();
   }
 
   void step(ActionsIn actions) {
@@ -263,17 +247,6 @@ class Native {
 
   gbx::Status refresh(const std::vector<uint8_t>& mask) { return cpu_->step_envs({}, 0, mask); }
 
-  // One env's element of every state array and its memory, from src to dst.
-  static void copy_env(gbx::EnvState& dst, int de, gbx::EnvState& src, int se) {
-    const auto& sizes = gbx::state_field_sizes();
-    // GbxState is one pointer per field, in GBX_STATE_FIELDS order (state_field_sizes()).
-    auto* d = reinterpret_cast<uint8_t* const*>(&dst.soa());
-    auto* s = reinterpret_cast<uint8_t* const*>(&src.soa());
-    for (size_t i = 0; i < sizes.size(); ++i)
-      std::memcpy(d[i] + (size_t)de * sizes[i], s[i] + (size_t)se * sizes[i], sizes[i]);
-    std::memcpy(dst.mem(de), src.mem(se), dst.layout().mem_stride);
-  }
-
   void gather() {
     if (cpu_) return;
     for (int e = 0; e < n_; ++e) {
@@ -287,7 +260,6 @@ class Native {
   gbx::Rom rom_;
   std::unique_ptr<gbx::Backend> backend_;
   gbx::CpuBackend* cpu_ = nullptr;
-  std::unique_ptr<gbx::EnvState> power_on_;
   int n_ = 0;
   int frames_per_step_ = 1;
   std::vector<int32_t> actions_;
@@ -311,12 +283,13 @@ NB_MODULE(_native, m) {
   m.attr("USER_TRACK_MAX") = GBX_USER_TRACK_MAX;
 
   nb::class_<Native>(m, "Backend")
-      .def(nb::init<const std::string&, nb::bytes, const std::string&, int, int, int, int,
+      .def(nb::init<const std::string&, nb::bytes, const std::string&, int, int, int, int, int,
                     const std::string&, const std::string&, const std::string&,
                     const std::vector<std::string>&>(),
            "rom"_a, "rom_bytes"_a = nb::bytes(""), "backend"_a = "cpu", "num_envs"_a = 1,
-           "frames_per_step"_a = 1, "threads"_a = 0, "device_index"_a = 0, "stage"_a = "full_step",
-           "reward"_a = "", "done"_a = "", "track"_a = std::vector<std::string>())
+           "frames_per_step"_a = 1, "release_after_frames"_a = -1, "threads"_a = 0,
+           "device_index"_a = 0, "stage"_a = "full_step", "reward"_a = "", "done"_a = "",
+           "track"_a = std::vector<std::string>())
       .def("reset", &Native::reset, "seed"_a = 0)
       .def("reset_envs", &Native::reset_envs, "mask"_a)
       .def("step", &Native::step, "actions"_a)

@@ -131,9 +131,3 @@ def test_done_expression_terminates_and_autoresets(gbx):
 def test_render_says_why_it_is_missing(env):
     with pytest.raises(NotImplementedError, match="pixels"):
         env.render()
-
-
-def test_release_after_frames_warns_until_the_joypad_schedule_exists(gbx):
-    with pytest.warns(UserWarning, match="release_after_frames"):
-        e = gbx.VecEnv(ROM, num_envs=1, frames_per_step=4, release_after_frames=2)
-    e.close()

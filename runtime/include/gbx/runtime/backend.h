@@ -36,6 +36,10 @@ struct BackendConfig {
   MemoryModel memory_model = MemoryModel::Dmg;
   RunMode run_mode = RunMode::Frames;
   int64_t instructions_per_step = 1;  // run mode instructions
+  // Buttons of a step's action are held for this many frames, then released (< 0: never).
+  int release_after_frames = -1;
+  // Synthesis debug options (e.g. "ldbb_trap": LD B,B stops the env; testrom uses it).
+  std::vector<std::string> debug;
   // User reward / done / tracked expressions compiled into the kernel (cpu/cuda;
   // gbx/engine/user_expr.h).
   std::string reward_expr;
@@ -51,6 +55,7 @@ inline SynthParams synth_params_for(const BackendConfig& cfg, Device device, int
   p.memory_model = cfg.memory_model;
   p.run_mode = cfg.run_mode;
   p.obs_dim = obs_dim;
+  p.debug = cfg.debug;
   p.reward_expr = cfg.reward_expr;
   p.done_expr = cfg.done_expr;
   p.track = cfg.track;
@@ -62,8 +67,33 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual int num_envs() const = 0;
-  // Every env to the DMG post-boot state. seed is reserved for randomized starts.
+  // Every env to the reset state: DMG post-boot unless set_reset_state() chose blobs. seed is
+  // reserved for randomized starts.
   virtual Status reset(uint64_t seed) = 0;
+  // Envs whose mask byte is non-zero go back to the reset state, on the device itself; the
+  // others are untouched. mask has one byte per env.
+  virtual Status reset(const std::vector<uint8_t>& mask) {
+    (void)mask;
+    return unsupported("reset a subset of envs");
+  }
+  // The reset state: no blobs = DMG post-boot, one blob = shared by every env, num_envs()
+  // blobs = one per env. Every blob is checked before any is kept.
+  virtual Status set_reset_state(const std::vector<std::vector<uint8_t>>& blobs) {
+    (void)blobs;
+    return unsupported("keep a reset state");
+  }
+  // One env's machine state as a save-state blob (gbx/runtime/save_state.h), and back. A blob
+  // of another ROM, state ABI, format version or backend kind is refused in one line and
+  // leaves the env untouched.
+  virtual Result<std::vector<uint8_t>> save_state(int env) {
+    (void)env;
+    return unsupported("save states");
+  }
+  virtual Status load_state(int env, const std::vector<uint8_t>& blob) {
+    (void)env;
+    (void)blob;
+    return unsupported("load states");
+  }
   // Advances every env by frames_per_step frames, then runs the stage epilog.
   // actions: one int32 per env (may be empty = no input). May be asynchronous (cuda).
   virtual Status step(const std::vector<int32_t>& actions) = 0;
@@ -92,6 +122,11 @@ class Backend {
     (void)env;
     (void)value;
     return make_error(ErrorKind::Usage, "the " + name() + " backend cannot set register " + reg);
+  }
+
+ protected:
+  Error unsupported(const std::string& what) const {
+    return make_error(ErrorKind::Usage, "the " + name() + " backend cannot " + what + " yet");
   }
 };
 

@@ -16,6 +16,10 @@ class CpuBackend : public Backend {
   std::string name() const override { return "cpu"; }
   int num_envs() const override { return state_.num_envs(); }
   Status reset(uint64_t seed) override;
+  Status reset(const std::vector<uint8_t>& mask) override;
+  Status set_reset_state(const std::vector<std::vector<uint8_t>>& blobs) override;
+  Result<std::vector<uint8_t>> save_state(int env) override;
+  Status load_state(int env, const std::vector<uint8_t>& blob) override;
   Status step(const std::vector<int32_t>& actions) override;
   Status sync() override { return ok_status(); }
   Result<CpuState> get_cpu_state(int env) override;
@@ -46,14 +50,19 @@ class CpuBackend : public Backend {
   CpuBackend() = default;
   Status check_env(int env) const;
   Status run(const std::vector<int32_t>& actions, int frames, const uint8_t* mask);
+  // The DMG post-boot (or flat64k all-zero) state of one env.
+  EnvState power_on_image() const;
 
   Rom rom_;
   BackendConfig cfg_;
   CpuKernel kernel_;
   EnvState state_;
+  // What reset() copies into an env: one image shared by all envs, or one per env.
+  EnvState reset_image_;
   std::vector<float> obs_;
   std::vector<float> reward_;
   std::vector<uint8_t> done_;
+  std::vector<int32_t> release_;  // release_after_frames for every env
   int threads_ = 1;
 };
 

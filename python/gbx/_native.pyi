@@ -26,6 +26,7 @@ class Backend:
         backend: str = "cpu",
         num_envs: int = 1,
         frames_per_step: int = 1,
+        release_after_frames: int = -1,
         threads: int = 0,
         device_index: int = 0,
         stage: str = "full_step",
@@ -36,7 +37,7 @@ class Backend:
     def reset(self, seed: int = 0) -> None:
         """Every env to the post-boot state; outputs refreshed from it (GIL released)."""
     def reset_envs(self, mask: npt.NDArray[np.uint8]) -> None:
-        """Masked envs to the post-boot state, the others untouched (cpu backend)."""
+        """Masked envs to their reset state (backend reset(mask)), the others untouched."""
     def step(self, actions: npt.NDArray[np.int32]) -> None:
         """One step of frames_per_step frames; actions are joypad bytes (GIL released)."""
     def step_envs(

@@ -75,8 +75,8 @@ using MaskIn = nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device:
 class Native {
  public:
   Native(const std::string& rom_spec, nb::bytes rom_bytes, const std::string& backend, int num_envs,
-         int frames_per_step, int threads, int device_index, const std::string& stage,
-         const std::string& reward, const std::string& done,
+         int frames_per_step, int release_after_frames, int threads, int device_index,
+         const std::string& stage, const std::string& reward, const std::string& done,
          const std::vector<std::string>& track) {
     if (rom_bytes.size() > 0) {
       const auto* p = static_cast<const uint8_t*>(rom_bytes.data());

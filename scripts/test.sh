@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs the whole test suite (CTest); then what a user
+# Installs what is missing, builds, and runs the whole test suite (CTest) and the Python package's pytest suite; then what a user
 # without a CUDA toolkit gets, NVRTC from PyPI's wheel, and an ASan/UBSan build of the suite.
 # The SM83 suite is read from ../shared/conformance (or -DGBX_CONFORMANCE_ARCHIVE=...);
 # absent, that test skips. Two C++ builds in all: build/ and build-asan/.
@@ -40,7 +40,8 @@ step "demo without the CUDA toolkit"
 # 3. NVRTC: from PyPI's nvidia-cuda-nvrtc wheel in a venv, toolkit hidden: the NVRTC suites
 #    and `gbx-synth compile --stage all --device cuda`. Without the wheel job, the NVRTC
 #    suites run with whatever NVRTC this machine has (they skip if none).
-nvrtc_tests='^test_(nvrtc|cuda_compile)$'
+# The cuda backend's host code on the CUDA driver double needs NVRTC too: it runs here.
+nvrtc_tests='^test_(nvrtc|cuda_compile|cuda_backend_on_double|cuda_double)$'
 if [ "${GBX_TEST_NVRTC_WHEEL:-1}" != 0 ]; then
   step "NVRTC from the nvidia-cuda-nvrtc wheel"
   venv="$build/nvrtc-venv"
@@ -61,7 +62,23 @@ else
   (cd "$build" && ctest --output-on-failure -R "$nvrtc_tests" --timeout 1500)
 fi
 
-# 4. ASan/UBSan build of the suite (GBX's own code; JIT-compiled kernels are not instrumented).
+# 4. Python: a venv from the running python3, `pip install .` linking the static libraries just
+#    built (GBX_PREBUILT_DIR: only the nanobind module is compiled), then pytest.
+step "Python package and pytest"
+venv="$build/pyvenv"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/python" -m pip install -q "$root[test]" \
+  --config-settings=cmake.define.GBX_PREBUILT_DIR="$build" \
+  --config-settings=build-dir="$build/python-wheel"
+pytest_rc=0
+(cd "$root/tests/python" && "$venv/bin/python" -m pytest -q -p no:cacheprovider .) || pytest_rc=$?
+if [ "$pytest_rc" -eq 5 ]; then
+  echo "error: pytest collected no tests in tests/python" >&2
+  exit 1
+fi
+[ "$pytest_rc" -eq 0 ] || exit 1
+
+# 5. ASan/UBSan build of the suite (GBX's own code; JIT-compiled kernels are not instrumented).
 if [ "${GBX_TEST_ASAN:-1}" != 0 ]; then
   step "ASan/UBSan build"
   "$root/scripts/build-asan.sh"

@@ -15,8 +15,7 @@ secs=${GBX_BENCH_SECS:-2}
 if [ ! -f "$build/CMakeCache.txt" ]; then
   gen=()
   command -v ninja >/dev/null && gen=(-G Ninja)
-  cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCUDAToolkit_ROOT=/usr/local/cuda
+  cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 fi
 cmake --build "$build" --target gbx-run -j "$(nproc)"
 gbx="$build/tools/gbx-run"

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs the whole test suite (CTest). The SM83 suite is
-# read from ../shared/conformance (or -DGBX_CONFORMANCE_ARCHIVE=...); absent, that test skips.
+# Installs what is missing, builds, and runs the whole test suite (CTest) and the Python package's pytest suite; then what a user
+# without a CUDA toolkit gets, NVRTC from PyPI's wheel, and an ASan/UBSan build of the suite.
+# The SM83 suite is read from ../shared/conformance (or -DGBX_CONFORMANCE_ARCHIVE=...);
+# absent, that test skips. Two C++ builds in all: build/ and build-asan/.
+#   GBX_TEST_ASAN=0          skip the sanitizer build (e.g. a quick local run)
+#   GBX_TEST_NVRTC_WHEEL=0   skip the NVRTC-wheel job (no network)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
@@ -8,5 +12,77 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${GBX_BUILD_DIR:-$root/build}
 # Tests compile kernels into a cache inside the build dir, never the user's cache.
 export GBX_CACHE_DIR="$build/test-cache"
-cd "$build"
-ctest --output-on-failure -j 2 --timeout 1500
+without_toolkit="$root/scripts/without-cuda-toolkit"
+step() { echo "== test: $* ($(date -u +%H:%M:%S), ${SECONDS}s)"; }
+
+# 1. No CUDA toolkit at build time: no binary links libcuda or libnvrtc (both are dlopen()ed),
+#    and the configure never looked for a toolkit.
+step "binaries link neither libcuda nor libnvrtc"
+for exe in "$build"/tools/gbx-run "$build"/tools/gbx-synth "$build"/tests/test_*; do
+  [ -x "$exe" ] && [ -f "$exe" ] || continue
+  if ldd "$exe" | grep -E 'libcuda\.|libnvrtc'; then
+    echo "test: $exe links a CUDA library" >&2
+    exit 1
+  fi
+done
+if grep -q '^CUDAToolkit' "$build/CMakeCache.txt"; then
+  echo "test: the configure looked for a CUDA toolkit" >&2
+  exit 1
+fi
+
+# 2. The whole suite as on a machine without the toolkit (hidden by a private mount where
+#    allowed): CPU tests pass, NVRTC-compile cases skip saying "CUDA unavailable".
+step "suite without the CUDA toolkit"
+(cd "$build" && "$without_toolkit" ctest --output-on-failure -j 2 --timeout 1500)
+step "demo without the CUDA toolkit"
+"$without_toolkit" "$root/scripts/demo.sh" >/dev/null
+
+# 3. NVRTC: from PyPI's nvidia-cuda-nvrtc wheel in a venv, toolkit hidden: the NVRTC suites
+#    and `gbx-synth compile --stage all --device cuda`. Without the wheel job, the NVRTC
+#    suites run with whatever NVRTC this machine has (they skip if none).
+# The cuda backend's host code on the CUDA driver double needs NVRTC too: it runs here.
+nvrtc_tests='^test_(nvrtc|cuda_compile|cuda_backend_on_double|cuda_double)$'
+if [ "${GBX_TEST_NVRTC_WHEEL:-1}" != 0 ]; then
+  step "NVRTC from the nvidia-cuda-nvrtc wheel"
+  venv="$build/nvrtc-venv"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/python" -c 'import importlib.metadata as m; m.version("nvidia-cuda-nvrtc")' \
+    2>/dev/null || "$venv/bin/pip" install -q nvidia-cuda-nvrtc
+  wheel_cache=$(mktemp -d)
+  trap 'rm -rf "$wheel_cache"' EXIT
+  (cd "$build" && VIRTUAL_ENV="$venv" GBX_CACHE_DIR="$wheel_cache/suite" "$without_toolkit" \
+    ctest --output-on-failure -R "$nvrtc_tests" --timeout 1500)
+  # Must compile, not skip: the wheel is there.
+  out=$(VIRTUAL_ENV="$venv" GBX_CACHE_DIR="$wheel_cache/synth" "$without_toolkit" \
+    "$build/tools/gbx-synth" compile --stage all --device cuda)
+  echo "$out"
+  grep -q ' compiled ' <<<"$out" && ! grep -q ' cached ' <<<"$out"
+else
+  step "NVRTC suites with this machine's NVRTC"
+  (cd "$build" && ctest --output-on-failure -R "$nvrtc_tests" --timeout 1500)
+fi
+
+# 4. Python: a venv from the running python3, `pip install .` linking the static libraries just
+#    built (GBX_PREBUILT_DIR: only the nanobind module is compiled), then pytest.
+step "Python package and pytest"
+venv="$build/pyvenv"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/python" -m pip install -q "$root[test]" \
+  --config-settings=cmake.define.GBX_PREBUILT_DIR="$build" \
+  --config-settings=build-dir="$build/python-wheel"
+pytest_rc=0
+(cd "$root/tests/python" && "$venv/bin/python" -m pytest -q -p no:cacheprovider .) || pytest_rc=$?
+if [ "$pytest_rc" -eq 5 ]; then
+  echo "error: pytest collected no tests in tests/python" >&2
+  exit 1
+fi
+[ "$pytest_rc" -eq 0 ] || exit 1
+
+# 5. ASan/UBSan build of the suite (GBX's own code; JIT-compiled kernels are not instrumented).
+if [ "${GBX_TEST_ASAN:-1}" != 0 ]; then
+  step "ASan/UBSan build"
+  "$root/scripts/build-asan.sh"
+  step "ASan/UBSan suite"
+  "$root/scripts/test-asan.sh"
+fi
+step "all passed"

@@ -18,6 +18,7 @@
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/rom.h"
 #include "gbx_abi.h"
+#include "nvrtc_available.h"
 #include "test_util.h"
 
 using namespace gbx;
@@ -96,7 +97,23 @@ struct ScopedEnv {
 
 }  // namespace
 
+TEST_CASE("generated CUDA kernels include no headers, so NVRTC needs none at run time") {
+  // NVRTC from a wheel comes without the toolkit's headers; the templates are self-contained.
+  for (Stage st : all_stages()) {
+    auto src = generate(bundle(), params(st, Device::Cuda));
+    REQUIRE(src.ok());
+    CAPTURE(to_string(st));
+    CHECK(src->source.find("#include") == std::string::npos);
+  }
+  for (const std::string& o : nvrtc_shared_options(NvrtcOptions{})) {
+    CHECK(o.rfind("-I", 0) != 0);
+    CHECK(o.rfind("--include-path", 0) != 0);
+    CHECK(o.rfind("--pre-include", 0) != 0);
+  }
+}
+
 TEST_CASE("keys: 4 stages x 2 devices give 8 distinct keys (generation only)") {
+  GBX_REQUIRE_NVRTC();
   std::set<std::string> keys;
   for (Stage st : all_stages()) {
     auto cpu_src = generate(bundle(), params(st, Device::Cpu));
@@ -143,6 +160,7 @@ TEST_CASE("keys: 4 stages x 2 devices give 8 distinct keys (generation only)") {
 }
 
 TEST_CASE("arch lists and devices are checked before anything compiles") {
+  GBX_REQUIRE_NVRTC();
   auto ok = parse_cuda_arch_list("sm_80, sm_90");
   REQUIRE(ok.ok());
   CHECK(*ok == kArchs);
@@ -168,6 +186,7 @@ TEST_CASE("arch lists and devices are checked before anything compiles") {
 }
 
 TEST_CASE("all four stages compile to PTX and CUBIN for sm_80 and sm_90") {
+  GBX_REQUIRE_NVRTC();
   const CompiledStages& c = compiled_stages();
   REQUIRE(c.builds.size() == 4);
   std::set<std::string> keys;
@@ -250,6 +269,7 @@ TEST_CASE("all four stages compile to PTX and CUBIN for sm_80 and sm_90") {
 }
 
 TEST_CASE("a second build finds every stage in the cache") {
+  GBX_REQUIRE_NVRTC();
   const CompiledStages& c = compiled_stages();
   KernelCache cache(c.dir.path);
   NvrtcOptions opts;
@@ -284,6 +304,7 @@ TEST_CASE("a second build finds every stage in the cache") {
 }
 
 TEST_CASE("gbx-synth on a warm cache: compile, emit ptx, cache show, export compile nothing") {
+  GBX_REQUIRE_NVRTC();
   const CompiledStages& c = compiled_stages();
   const std::string env = "GBX_CACHE_DIR='" + c.dir.path.string() + "' ";
   const std::string synth = env + test::tool("gbx-synth");
@@ -342,6 +363,7 @@ TEST_CASE("gbx-synth on a warm cache: compile, emit ptx, cache show, export comp
 }
 
 TEST_CASE("gbx-synth rejects unknown stages, devices and archs with one line, exit 2") {
+  GBX_REQUIRE_NVRTC();
   test::TempDir dir;
   const std::string synth = "GBX_CACHE_DIR='" + dir.path.string() + "' " + test::tool("gbx-synth");
   for (const char* args :
@@ -359,6 +381,7 @@ TEST_CASE("gbx-synth rejects unknown stages, devices and archs with one line, ex
 }
 
 TEST_CASE("a broken family template fails to compile with its template file and line") {
+  GBX_REQUIRE_NVRTC();
   test::TempDir dir;
   const std::filesystem::path root = dir.path / "templates";
   std::filesystem::copy(TemplateBundle::default_root(), root,

@@ -3,9 +3,14 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "gbx/engine/nvrtc_compiler.h"
+#include "gbx/engine/nvrtc_library.h"
+#include "nvrtc_available.h"
+#include "test_util.h"
 
 using namespace gbx;
 
@@ -137,6 +142,7 @@ TEST_CASE("nvrtc options list is ordered and stable") {
 }
 
 TEST_CASE("nvrtc version and supported archs") {
+  GBX_REQUIRE_NVRTC();
   std::string v = nvrtc_version();
   CHECK(v.find('.') != std::string::npos);
   CHECK(v != "unknown");
@@ -150,6 +156,7 @@ TEST_CASE("nvrtc version and supported archs") {
 }
 
 TEST_CASE("small kernel compiles to CUBIN and PTX for sm_80 and sm_90") {
+  GBX_REQUIRE_NVRTC();
   NvrtcOptions opts;  // sm_80 + sm_90
   auto r = nvrtc_compile(kSmallKernel, "gbx_small.cu", opts);
   REQUIRE_MESSAGE(r.ok(), r.error().message, "\n", r.error().detail);
@@ -193,6 +200,7 @@ TEST_CASE("small kernel compiles to CUBIN and PTX for sm_80 and sm_90") {
 }
 
 TEST_CASE("serial and parallel compiles give the same images") {
+  GBX_REQUIRE_NVRTC();
   NvrtcOptions par, ser;
   ser.parallel = false;
   auto a = nvrtc_compile(kSmallKernel, "gbx_small.cu", par);
@@ -207,6 +215,7 @@ TEST_CASE("serial and parallel compiles give the same images") {
 }
 
 TEST_CASE("compile errors name the #line template file") {
+  GBX_REQUIRE_NVRTC();
   const std::string src =
       "extern \"C\" __global__ void gbx_step(int* p) {\n"
       "#line 7 \"templates/sm83/family/broken.tmpl\"\n"
@@ -231,6 +240,7 @@ TEST_CASE("compile errors name the #line template file") {
 }
 
 TEST_CASE("ptxas errors are compile errors too") {
+  GBX_REQUIRE_NVRTC();
   // The front end accepts this; ptxas rejects the shared memory size.
   const std::string src =
       "extern \"C\" __global__ void gbx_step(char* p) {\n"
@@ -251,6 +261,7 @@ TEST_CASE("ptxas errors are compile errors too") {
 }
 
 TEST_CASE("unsupported or missing arch is a usage error") {
+  GBX_REQUIRE_NVRTC();
   NvrtcOptions opts;
   opts.archs = {"sm_80", "sm_12"};
   auto r = nvrtc_compile(kSmallKernel, "gbx_small.cu", opts);
@@ -294,7 +305,98 @@ TEST_CASE("arch numbers and device target selection") {
   CHECK(older.error().message.rfind("no CUDA device", 0) == 0);
 
   // This NVRTC's own list picks a CUBIN for the archs GBX compiles by default.
+  GBX_REQUIRE_NVRTC();
   auto real = select_cuda_target(90, nvrtc_supported_archs());
   REQUIRE(real.ok());
   CHECK(real->cubin);
+}
+
+namespace {
+
+// Sets an environment variable for one scope.
+struct ScopedEnv {
+  std::string name;
+  std::optional<std::string> old;
+  ScopedEnv(std::string n, const std::string& value) : name(std::move(n)) {
+    if (const char* v = std::getenv(name.c_str())) old = v;
+    setenv(name.c_str(), value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old)
+      setenv(name.c_str(), old->c_str(), 1);
+    else
+      unsetenv(name.c_str());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("NVRTC search order: an explicit library is the only candidate") {
+  ScopedEnv only("GBX_NVRTC_LIBRARY", "/opt/somewhere/libnvrtc.so.13");
+  auto c = nvrtc_search_candidates();
+  REQUIRE(c.size() == 1);
+  CHECK(c[0].first == "/opt/somewhere/libnvrtc.so.13");
+  CHECK(c[0].second == "GBX_NVRTC_LIBRARY");
+}
+
+TEST_CASE("NVRTC search order: GBX_NVRTC_NO_TOOLKIT drops the toolkit, keeps the rest") {
+  ScopedEnv no_explicit("GBX_NVRTC_LIBRARY", "");
+  ScopedEnv no_toolkit("GBX_NVRTC_NO_TOOLKIT", "1");
+  auto c = nvrtc_search_candidates();
+  bool soname13 = false;
+  for (const auto& [place, origin] : c) {
+    CHECK(origin != "CUDA toolkit");
+    soname13 |= place == "libnvrtc.so.13" && origin == "dynamic loader search";
+  }
+  CHECK(soname13);
+}
+
+TEST_CASE("NVRTC search order: a wheel in $VIRTUAL_ENV is found") {
+  test::TempDir venv;
+  const auto lib = venv.path / "lib/python3.11/site-packages/nvidia/cu13/lib";
+  std::filesystem::create_directories(lib);
+  {
+    std::FILE* f = std::fopen((lib / "libnvrtc.so.13").c_str(), "w");
+    std::fclose(f);
+  }
+  ScopedEnv no_explicit("GBX_NVRTC_LIBRARY", "");
+  ScopedEnv v("VIRTUAL_ENV", venv.path.string());
+  bool found = false;
+  for (const auto& [place, origin] : nvrtc_search_candidates())
+    found |= place == (lib / "libnvrtc.so.13").string() && origin == "python wheel ($VIRTUAL_ENV)";
+  CHECK(found);
+}
+
+TEST_CASE("a library that is not NVRTC, or none, is 'CUDA unavailable' in one line") {
+  auto missing = NvrtcLibrary::load("/nonexistent/libnvrtc.so.13");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().kind == ErrorKind::NoDevice);
+  CHECK(missing.error().message.rfind("CUDA unavailable: ", 0) == 0);
+  CHECK(missing.error().message.find('\n') == std::string::npos);
+  auto foreign = NvrtcLibrary::load("libm.so.6");
+  REQUIRE_FALSE(foreign.ok());
+  CHECK(foreign.error().message.find("has no nvrtcGetErrorString") != std::string::npos);
+}
+
+TEST_CASE("without NVRTC, gbx-synth compile --device cuda says so in one line, exit 3") {
+  test::TempDir cache;
+  const std::string env =
+      "GBX_CACHE_DIR='" + cache.path.string() + "' GBX_NVRTC_LIBRARY=/nonexistent/libnvrtc.so.13 ";
+  auto r =
+      test::run_command(env + test::tool("gbx-synth") + " compile --stage full_step --device cuda");
+  CAPTURE(r.output);
+  CHECK(r.exit_code == 3);
+  CHECK(test::count_lines(r.output) == 1);
+  CHECK(r.output.rfind("error: CUDA unavailable: no NVRTC library found (", 0) == 0);
+  CHECK(r.output.find("pip install nvidia-cuda-nvrtc") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(cache.path / "kernels"));
+}
+
+TEST_CASE("the loaded NVRTC says where it came from") {
+  GBX_REQUIRE_NVRTC();
+  auto nv = NvrtcLibrary::get();
+  REQUIRE(nv.ok());
+  CHECK_FALSE((*nv)->path().empty());
+  CHECK_FALSE((*nv)->origin().empty());
+  MESSAGE("NVRTC ", nvrtc_version(), " from ", (*nv)->path(), " (", (*nv)->origin(), ")");
 }

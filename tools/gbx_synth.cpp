@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "commands.h"
+#include "gbx/engine/cuda_driver.h"
 #include "gbx/engine/cuda_kernel_builder.h"
 #include "gbx/engine/kernel_builder.h"
 #include "tool_common.h"
@@ -125,6 +126,26 @@ Result<NvrtcOptions> parse_nvrtc_options(const std::string& arch) {
   return opts;
 }
 
+// `compile --device cuda` without --arch on a machine with a GPU: only device 0's own target
+// (one compile per stage, what the cuda backend will load), not the multi-arch default that
+// --arch and `export` keep for shipping kernels. nullopt: no usable device.
+std::optional<std::string> device_target_arch() {
+  auto drv = CudaDriver::get();
+  if (!drv) return std::nullopt;
+  CudaDriver& d = **drv;
+  CUdevice dev = 0;
+  int major = 0, minor = 0;
+  if (d.cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
+      d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) !=
+          CUDA_SUCCESS ||
+      d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) !=
+          CUDA_SUCCESS)
+    return std::nullopt;
+  auto target = select_cuda_target(major * 10 + minor, nvrtc_supported_archs());
+  if (!target) return std::nullopt;
+  return target->arch;
+}
+
 Result<TemplateBundle> load_bundle() {
   return TemplateBundle::load(TemplateBundle::default_root());
 }
@@ -197,7 +218,10 @@ int cmd_emit(const EmitOptions& o) {
 int cmd_compile(const KernelOptions& o) {
   auto stages = parse_stages(o.stage);
   if (!stages) return tool::fail(stages.error());
-  auto nv = parse_nvrtc_options(o.arch);
+  std::string arch = o.arch;
+  if (arch.empty() && o.device == "cuda")
+    if (auto own = device_target_arch()) arch = *own;
+  auto nv = parse_nvrtc_options(arch);
   if (!nv) return tool::fail(nv.error());
   // Validate every option before the first (slow) compile.
   std::vector<SynthParams> all;
@@ -440,7 +464,9 @@ void add_kernel_options(CLI::App* c, KernelOptions& o, bool stage_all) {
   c->add_option("--device", o.device, "cpu | cuda")->capture_default_str();
   c->add_option("--memory-model", o.memory_model, "dmg | flat64k")->capture_default_str();
   c->add_option("--run-mode", o.run_mode, "frames | instructions")->capture_default_str();
-  c->add_option("--arch", o.arch, "cuda: real archs, comma-separated (default sm_80,sm_90)");
+  c->add_option("--arch", o.arch,
+                "cuda: real archs, comma-separated (default: compile --device cuda targets "
+                "the GPU present, else sm_80,sm_90)");
 }
 
 }  // namespace

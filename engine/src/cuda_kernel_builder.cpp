@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <map>
 
+#include "gbx/engine/nvrtc_library.h"
+
 namespace gbx {
 namespace {
 
@@ -167,6 +169,8 @@ std::vector<std::pair<std::string, std::string>> nvrtc_compiler_environment() {
 }
 
 Status check_cuda_archs(const std::vector<std::string>& archs) {
+  // Without NVRTC every arch would look unknown; say what is really missing.
+  if (auto nv = NvrtcLibrary::get(); !nv) return nv.take_error();
   if (archs.empty()) return make_error(ErrorKind::Usage, "no CUDA arch given (e.g. sm_90)");
   const std::vector<std::string> supported = nvrtc_supported_archs();
   for (const std::string& arch : archs) {
@@ -294,6 +298,7 @@ Result<CudaKernelBuild> build_cuda_kernel(const TemplateBundle& bundle, const Sy
 Result<CudaDeviceKernel> build_cuda_kernel_for_device(const TemplateBundle& bundle,
                                                       const SynthParams& params, KernelCache& cache,
                                                       int sm, const NvrtcOptions& opts) {
+  if (auto nv = NvrtcLibrary::get(); !nv) return nv.take_error();
   auto target = select_cuda_target(sm, nvrtc_supported_archs());
   if (!target) return target.take_error();
   CudaDeviceKernel dk;

@@ -12,6 +12,8 @@
 #include <set>
 #include <sstream>
 
+#include "gbx/engine/user_expr.h"
+
 namespace gbx {
 namespace {
 
@@ -251,10 +253,15 @@ class Generator {
     const std::string stage(to_string(params_.stage));
     const Json& list = manifest_["stages"][stage];
     if (!list.is_array()) return err("templates/manifest.json: no epilog list for stage " + stage);
-    if (list.empty()) return std::string("  // stage " + stage + ": no epilog\n");
+    if (list.empty() && !params_.has_user_exprs())
+      return std::string("  // stage " + stage + ": no epilog\n");
     std::string out;
     for (const auto& rel_json : list) {
       const std::string rel = rel_json.get<std::string>();
+      // A user reward replaces the stage's own.
+      if (!params_.reward_expr.empty() &&
+          manifest_["epilog_outputs"].value(rel, std::string()) == "reward")
+        continue;
       const Json& dims = manifest_["obs_dim"];
       if (dims.contains(rel) && dims[rel].get<int>() != params_.obs_dim)
         return err("templates/" + rel + " writes " + std::to_string(dims[rel].get<int>()) +
@@ -263,6 +270,68 @@ class Generator {
       auto piece = include_file(rel);
       if (!piece) return piece.take_error();
       out += piece.value();
+    }
+    if (params_.has_user_exprs()) {
+      auto user = user_epilog();
+      if (!user) return user.take_error();
+      out += user.value();
+    }
+    return out;
+  }
+
+  // The user-expression epilog: its template with each checked expression behind a #line
+  // naming the expression ("<reward>", "<done>", "<track[i]>"), so compiler errors point at
+  // the user's own lines.
+  Result<std::string> user_epilog() {
+    const Json& u = manifest_["user_expressions"];
+    if (!u.is_object()) return err("templates/manifest.json: no user_expressions entry");
+    UserExprView view;
+    view.functions = u.value("functions", std::vector<std::string>());
+    view.values = u.value("values", std::vector<std::string>());
+    view.tracked = u.value("tracked", std::vector<std::string>());
+    const std::string rel = u.value("template", std::string());
+    auto text = bundle_.file(rel);
+    if (!text) return text.take_error();
+    const int ntrack = (int)params_.track.size();
+    if (ntrack > 8)
+      return make_error(ErrorKind::Usage,
+                        "at most 8 tracked values (got " + std::to_string(ntrack) + ")");
+    std::map<std::string, std::string> sites;
+    for (int i = 0; i < ntrack; ++i) {
+      const std::string what = "track[" + std::to_string(i) + "]";
+      auto e = prepare_user_expr(params_.track[i], what, view, ntrack, false);
+      if (!e) return e.take_error();
+      sites["USER_TRACK"] += "#line 1 \"<" + what + ">\"\n  cur[" + std::to_string(i) +
+                             "] = (float)(" + e.value() + ");\n";
+    }
+    if (!params_.reward_expr.empty()) {
+      auto e = prepare_user_expr(params_.reward_expr, "reward", view, ntrack, true);
+      if (!e) return e.take_error();
+      sites["USER_REWARD"] =
+          "#line 1 \"<reward>\"\n  p.reward[env] = (float)(" + e.value() + ");\n";
+    }
+    if (!params_.done_expr.empty()) {
+      auto e = prepare_user_expr(params_.done_expr, "done", view, ntrack, true);
+      if (!e) return e.take_error();
+      sites["USER_DONE"] =
+          "#line 1 \"<done>\"\n  if (p.done) p.done[env] = (" + e.value() + ") ? 1 : 0;\n";
+    }
+    std::string out = line_directive(1, rel);
+    const auto lines = lines_of(text.value());
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const std::string& l = lines[i];
+      const auto open = l.find("{{");
+      if (open == std::string::npos) {
+        out += l + "\n";
+        continue;
+      }
+      const auto close = l.find("}}", open);
+      const std::string site = l.substr(open + 2, close - open - 2);
+      if (site != "USER_TRACK" && site != "USER_REWARD" && site != "USER_DONE")
+        return err("templates/" + rel + ":" + std::to_string(i + 1) +
+                   ": unknown injection site {{" + site + "}}");
+      out += sites[site];
+      out += line_directive((int)i + 2, rel);
     }
     return out;
   }

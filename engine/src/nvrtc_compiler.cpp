@@ -2,8 +2,6 @@
 // read log, CUBIN and PTX -> parse ptxas' report -> assemble the result.
 #include "gbx/engine/nvrtc_compiler.h"
 
-#include <nvrtc.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -12,8 +10,13 @@
 #include <optional>
 #include <thread>
 
+#include "gbx/engine/nvrtc_library.h"
+
 namespace gbx {
 namespace {
+
+// Only called once NvrtcLibrary::get() has succeeded (nvrtc_compile checks it first).
+const NvrtcLibrary& lib() { return *NvrtcLibrary::get().value(); }
 
 const char* base_name(const char* path) {
   const char* slash = std::strrchr(path, '/');
@@ -21,9 +24,9 @@ const char* base_name(const char* path) {
 }
 
 Error nvrtc_error(nvrtcResult r, const char* call, const char* file, int line) {
-  return make_error(ErrorKind::Compile, std::string(call) + " failed: " + nvrtcGetErrorString(r) +
-                                            " (" + base_name(file) + ":" + std::to_string(line) +
-                                            ")");
+  return make_error(ErrorKind::Compile, std::string(call) +
+                                            " failed: " + lib().nvrtcGetErrorString(r) + " (" +
+                                            base_name(file) + ":" + std::to_string(line) + ")");
 }
 
 // For functions returning Result<T> or Status.
@@ -35,7 +38,7 @@ Error nvrtc_error(nvrtcResult r, const char* call, const char* file, int line) {
   } while (0)
 
 struct ProgramDeleter {
-  void operator()(_nvrtcProgram* p) const { nvrtcDestroyProgram(&p); }
+  void operator()(_nvrtcProgram* p) const { lib().nvrtcDestroyProgram(&p); }
 };
 using ProgramPtr = std::unique_ptr<_nvrtcProgram, ProgramDeleter>;
 
@@ -47,25 +50,25 @@ std::string strip_nul(std::string s) {
 
 Result<std::string> program_log(nvrtcProgram prog) {
   size_t size = 0;
-  CHECK_NVRTC(nvrtcGetProgramLogSize(prog, &size));
+  CHECK_NVRTC(lib().nvrtcGetProgramLogSize(prog, &size));
   std::string log(size, '\0');
-  if (size) CHECK_NVRTC(nvrtcGetProgramLog(prog, log.data()));
+  if (size) CHECK_NVRTC(lib().nvrtcGetProgramLog(prog, log.data()));
   return strip_nul(std::move(log));
 }
 
 Result<std::string> program_ptx(nvrtcProgram prog) {
   size_t size = 0;
-  CHECK_NVRTC(nvrtcGetPTXSize(prog, &size));
+  CHECK_NVRTC(lib().nvrtcGetPTXSize(prog, &size));
   std::string ptx(size, '\0');
-  if (size) CHECK_NVRTC(nvrtcGetPTX(prog, ptx.data()));
+  if (size) CHECK_NVRTC(lib().nvrtcGetPTX(prog, ptx.data()));
   return strip_nul(std::move(ptx));
 }
 
 Result<std::string> program_cubin(nvrtcProgram prog) {
   size_t size = 0;
-  CHECK_NVRTC(nvrtcGetCUBINSize(prog, &size));
+  CHECK_NVRTC(lib().nvrtcGetCUBINSize(prog, &size));
   std::string cubin(size, '\0');
-  if (size) CHECK_NVRTC(nvrtcGetCUBIN(prog, cubin.data()));
+  if (size) CHECK_NVRTC(lib().nvrtcGetCUBIN(prog, cubin.data()));
   return cubin;
 }
 
@@ -273,16 +276,18 @@ std::vector<std::string> nvrtc_options_for(const NvrtcOptions& options, const st
 }
 
 std::string nvrtc_version() {
+  if (!NvrtcLibrary::get()) return "unavailable";
   int major = 0, minor = 0;
-  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return "unknown";
+  if (lib().nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return "unknown";
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
 std::vector<std::string> nvrtc_supported_archs() {
+  if (!NvrtcLibrary::get()) return {};
   int n = 0;
-  if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0) return {};
+  if (lib().nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0) return {};
   std::vector<int> archs(static_cast<size_t>(n));
-  if (nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS) return {};
+  if (lib().nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS) return {};
   std::sort(archs.begin(), archs.end());
   std::vector<std::string> out;
   for (int a : archs) out.push_back("sm_" + std::to_string(a));
@@ -336,9 +341,10 @@ Result<Compiled> run_nvrtc(const std::string& source, const std::string& file_na
   Compiled c;
   auto t0 = std::chrono::steady_clock::now();
   nvrtcProgram raw = nullptr;
-  CHECK_NVRTC(nvrtcCreateProgram(&raw, source.c_str(), file_name.c_str(), 0, nullptr, nullptr));
+  CHECK_NVRTC(
+      lib().nvrtcCreateProgram(&raw, source.c_str(), file_name.c_str(), 0, nullptr, nullptr));
   c.prog.reset(raw);
-  c.result = nvrtcCompileProgram(raw, static_cast<int>(argv.size()), argv.data());
+  c.result = lib().nvrtcCompileProgram(raw, static_cast<int>(argv.size()), argv.data());
   c.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   auto log = program_log(raw);
   if (!log) return log.take_error();
@@ -373,7 +379,8 @@ Result<NvrtcArchOutput> compile_one(const std::string& source, const std::string
       }
     }
     if (first.empty())
-      first = "NVRTC compile for " + arch + " failed: " + nvrtcGetErrorString(compiled->result);
+      first =
+          "NVRTC compile for " + arch + " failed: " + lib().nvrtcGetErrorString(compiled->result);
     return make_error(ErrorKind::Compile, first, detail);
   }
 
@@ -395,6 +402,7 @@ Result<NvrtcArchOutput> compile_one(const std::string& source, const std::string
 
 Result<NvrtcResult> nvrtc_compile(const std::string& source, const std::string& file_name,
                                   const NvrtcOptions& options) {
+  if (auto nv = NvrtcLibrary::get(); !nv) return nv.take_error();
   if (options.archs.empty())
     return make_error(ErrorKind::Usage, "nvrtc_compile: no target arch given");
   const std::vector<std::string> supported = nvrtc_supported_archs();

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "gbx/engine/cache.h"
+
 namespace gbx {
 
 std::string_view to_string(Stage s) {
@@ -59,6 +61,14 @@ std::string SynthParams::canonical() const {
   out += ";obs_dim=" + std::to_string(obs_dim);
   out += ";debug=";
   for (size_t i = 0; i < dbg.size(); ++i) out += (i ? "," : "") + dbg[i];
+  // User expressions by hash: the text itself is in the source (and so in the key), and
+  // this string goes into one-line comments and metadata.
+  if (has_user_exprs()) {
+    std::string all = std::to_string(reward_expr.size()) + ":" + reward_expr +
+                      std::to_string(done_expr.size()) + ":" + done_expr;
+    for (const auto& t : track) all += std::to_string(t.size()) + ":" + t;
+    out += ";user_exprs=" + sha256_hex(all).substr(0, 16);
+  }
   return out;
 }
 

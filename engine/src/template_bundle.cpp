@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include "gbx/engine/cache.h"
@@ -82,8 +83,22 @@ Result<std::vector<OpcodeEntry>> parse_opcode_table(const std::string& text,
 
 }  // namespace
 
+namespace {
+std::mutex g_root_mutex;
+fs::path g_root_override;
+}  // namespace
+
+void TemplateBundle::set_default_root(const fs::path& root) {
+  std::lock_guard<std::mutex> lock(g_root_mutex);
+  g_root_override = root;
+}
+
 fs::path TemplateBundle::default_root() {
   if (const char* env = std::getenv("GBX_TEMPLATE_DIR"); env && *env) return env;
+  {
+    std::lock_guard<std::mutex> lock(g_root_mutex);
+    if (!g_root_override.empty()) return g_root_override;
+  }
   std::error_code ec;
   if (fs::exists(fs::path(GBX_SOURCE_TEMPLATE_DIR) / "manifest.json", ec))
     return GBX_SOURCE_TEMPLATE_DIR;

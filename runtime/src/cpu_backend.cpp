@@ -11,7 +11,7 @@ namespace gbx {
 Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const BackendConfig& cfg) {
   const int obs_dim = 32;
   if (auto st = check_env_count(cfg.num_envs, cfg.memory_model, rom.header.ram_size,
-                                sizeof(float) * (obs_dim + 1));
+                                sizeof(float) * (obs_dim + 1) + 1);
       !st)
     return st.take_error();
   if (cfg.frames_per_step < 1) return make_error(ErrorKind::Usage, "--frames must be at least 1");
@@ -33,6 +33,7 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const Bac
   b->reset_image_ = b->power_on_image();
   b->obs_.assign((size_t)cfg.num_envs * obs_dim, 0.0f);
   b->reward_.assign((size_t)cfg.num_envs, 0.0f);
+  b->done_.assign((size_t)cfg.num_envs, 0);
   if (auto st = b->reset(0); !st) return st.take_error();
   return b;
 }
@@ -62,6 +63,7 @@ Status CpuBackend::reset(const std::vector<uint8_t>& mask) {
     state_.copy_env(i, reset_image_, shared ? 0 : i);
     std::fill(obs_.begin() + (long)i * 32, obs_.begin() + (long)(i + 1) * 32, 0.0f);
     reward_[i] = 0.0f;
+    done_[i] = 0;
   }
   return ok_status();
 }
@@ -96,10 +98,24 @@ Status CpuBackend::load_state(int env, const std::vector<uint8_t>& blob) {
   if (Status st = decode_env_state(blob, state_, env); !st) return st;
   std::fill(obs_.begin() + (long)env * 32, obs_.begin() + (long)(env + 1) * 32, 0.0f);
   reward_[env] = 0.0f;
+  done_[env] = 0;
   return ok_status();
 }
 
 Status CpuBackend::step(const std::vector<int32_t>& actions) {
+  return run(actions, cfg_.frames_per_step, nullptr);
+}
+
+Status CpuBackend::step_envs(const std::vector<int32_t>& actions, int frames,
+                             const std::vector<uint8_t>& mask) {
+  if ((int)mask.size() != state_.num_envs())
+    return make_error(ErrorKind::Usage, "step_envs: mask of " + std::to_string(mask.size()) +
+                                            " for " + std::to_string(state_.num_envs()) + " envs");
+  if (frames < 0) return make_error(ErrorKind::Usage, "step_envs: frames must be >= 0");
+  return run(actions, frames, mask.data());
+}
+
+Status CpuBackend::run(const std::vector<int32_t>& actions, int frames, const uint8_t* mask) {
   const int n = state_.num_envs();
   if (!actions.empty() && (int)actions.size() != n)
     return make_error(ErrorKind::Usage, "step: " + std::to_string(actions.size()) +
@@ -113,7 +129,7 @@ Status CpuBackend::step(const std::vector<int32_t>& actions) {
   p.mem_stride = state_.layout().mem_stride;
   p.cart_ram_size = rom_.header.ram_size;
   p.num_envs = n;
-  p.frames = cfg_.frames_per_step;
+  p.frames = frames;
   p.instr_budget = cfg_.instructions_per_step;
   p.actions = actions.empty() ? nullptr : actions.data();
   if (cfg_.release_after_frames >= 0) {
@@ -123,17 +139,30 @@ Status CpuBackend::step(const std::vector<int32_t>& actions) {
   p.obs = obs_.data();
   p.reward = reward_.data();
   p.obs_dim = 32;
+  p.done = done_.data();
   const CpuStepFn fn = kernel_.step;
-  // Chunks small enough to balance envs that halt or trap against busy ones.
+  // Env ranges to run: all envs, or the runs of consecutive masked ones (a reset's refresh or
+  // a no-op start), cut into chunks small enough to balance envs that halt or trap against
+  // busy ones.
   const int threads = std::min(threads_, n);
   const int chunk = std::max(1, n / (threads * 8));
-  const int chunks = (n + chunk - 1) / chunk;
-  if (threads <= 1) {
-    fn(&p, 0, n);
+  std::vector<std::pair<int, int>> pieces;
+  for (int e = 0; e < n;) {
+    if (mask && !mask[e]) {
+      ++e;
+      continue;
+    }
+    int end = e;
+    while (end < n && (!mask || mask[end]) && end - e < chunk) ++end;
+    pieces.emplace_back(e, end);
+    e = end;
+  }
+  if (threads <= 1 || pieces.size() <= 1) {
+    for (const auto& [b, e] : pieces) fn(&p, b, e);
     return ok_status();
   }
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (int c = 0; c < chunks; ++c) fn(&p, c * chunk, std::min(n, (c + 1) * chunk));
+  for (size_t i = 0; i < pieces.size(); ++i) fn(&p, pieces[i].first, pieces[i].second);
   return ok_status();
 }
 

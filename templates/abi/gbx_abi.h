@@ -18,6 +18,9 @@
 
 #define GBX_SERIAL_CAPACITY 1024u
 
+// Values a user reward/done expression may compare with their previous step (prev(i)).
+#define GBX_USER_TRACK_MAX 8u
+
 // Cartridge controller kinds (from the header's cartridge type byte).
 #define GBX_MBC_NONE 0
 #define GBX_MBC_1 1
@@ -68,6 +71,8 @@ typedef struct GbxState {
   long long* apu_synced;         // cycle up to which the APU length counters have counted
   unsigned short* apu_length;    // 4 per env: length counters of channels 1-4
   unsigned char* joyp_held;      // buttons held at the end of the last step (edge detection)
+  float* user_prev;                // GBX_USER_TRACK_MAX per env: tracked values at the last step
+  unsigned char* user_prev_valid;  // 0 after reset: the next epilog takes prev = current
 } GbxState;
 
 typedef struct GbxParams {
@@ -88,6 +93,7 @@ typedef struct GbxParams {
   float* reward;              // one float per env
   int obs_dim;
   int reserved0;
+  unsigned char* done;        // one byte per env (user done expression), or null
 } GbxParams;
 
 #endif

@@ -26,8 +26,6 @@
 //   nodevice (no devices), oom (cuMemAlloc), load (cuModuleLoadData*), launch (the kernel
 //   faults: the next synchronisation reports CUDA_ERROR_LAUNCH_FAILED, sticky as on a GPU).
 //   N: the N-th such call fails (default 1; oom and load: that call and every later one).
-#include <cuda.h>
-#include <cudaTypedefs.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -44,6 +42,7 @@
 #include <vector>
 
 #include "gbx/engine/cache.h"
+#include "gbx/engine/cuda_api.h"
 #include "gbx/engine/orc_compiler.h"
 #include "gbx_abi.h"
 

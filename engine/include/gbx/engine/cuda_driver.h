@@ -1,9 +1,9 @@
 #pragma once
 // CUDA Driver API loaded at run time: dlopen("libcuda.so.1") + cuGetProcAddress, never
-// -lcuda, so every binary runs (CPU only) where no NVIDIA driver is installed. cuda.h is
-// included for its types only; calling a cu* function directly would fail to link.
-#include <cuda.h>
-#include <cudaTypedefs.h>
+// -lcuda, so every binary runs (CPU only) where no NVIDIA driver is installed. The Driver
+// API's types come from GBX's own cuda_api.h (no toolkit needed to build); calling a cu*
+// function directly would fail to link.
+#include "gbx/engine/cuda_api.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -26,8 +26,10 @@ struct OpcodeEntry {
 class TemplateBundle {
  public:
   static Result<TemplateBundle> load(const std::filesystem::path& root);
-  // The default root: $GBX_TEMPLATE_DIR, else the source tree, else the install prefix.
+  // The default root: $GBX_TEMPLATE_DIR, else the root set by set_default_root (the Python
+  // package's own copy, next to its module), else the source tree, else the install prefix.
   static std::filesystem::path default_root();
+  static void set_default_root(const std::filesystem::path& root);
 
   const std::filesystem::path& root() const { return root_; }
   const std::string& hash() const { return hash_; }  // hex SHA-256

@@ -19,6 +19,15 @@ struct SynthParams {
   RunMode run_mode = RunMode::Frames;
   int obs_dim = 32;
   std::vector<std::string> debug;  // debug options, e.g. "trace"; sorted when hashed
+  // User expressions (gbx/engine/user_expr.h), injected at POST_STEP_DISPATCH: a reward that
+  // replaces the stage's, a done flag, and values whose previous step prev(i) reads.
+  std::string reward_expr;
+  std::string done_expr;
+  std::vector<std::string> track;
+
+  bool has_user_exprs() const {
+    return !reward_expr.empty() || !done_expr.empty() || !track.empty();
+  }
 
   // Canonical "key=value;..." string used in hashes, metadata and comments.
   std::string canonical() const;

@@ -41,6 +41,11 @@ struct BackendConfig {
   // Synthesis debug options (e.g. "ldbb_trap": LD B,B stops the env; testrom uses it).
   std::vector<std::string> debug;
   int block_size = 0;  // cuda: threads per block (multiple of 32); 0 = throughput_launch_shape
+  // User reward / done / tracked expressions compiled into the kernel (cpu/cuda;
+  // gbx/engine/user_expr.h).
+  std::string reward_expr;
+  std::string done_expr;
+  std::vector<std::string> track;
 };
 
 // The synthesis parameters a kernel backend compiles for this configuration.
@@ -52,6 +57,9 @@ inline SynthParams synth_params_for(const BackendConfig& cfg, Device device, int
   p.run_mode = cfg.run_mode;
   p.obs_dim = obs_dim;
   p.debug = cfg.debug;
+  p.reward_expr = cfg.reward_expr;
+  p.done_expr = cfg.done_expr;
+  p.track = cfg.track;
   return p;
 }
 

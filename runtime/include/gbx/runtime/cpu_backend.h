@@ -30,6 +30,18 @@ class CpuBackend : public Backend {
   std::string kernel_key() const override { return kernel_.build.key; }
   Status debug_poke_register(int env, const std::string& reg, uint16_t value) override;
 
+  // Runs `frames` frames (0: only the stage epilog, which refreshes the outputs from the
+  // current state) on the envs whose mask byte is non-zero; the others are not touched.
+  Status step_envs(const std::vector<int32_t>& actions, int frames,
+                   const std::vector<uint8_t>& mask);
+
+  // Bulk views of all envs' outputs, env-major: obs_dim floats, one reward float and one done
+  // byte per env. Owned by the backend, overwritten by every step.
+  float* obs_data() { return obs_.data(); }
+  float* reward_data() { return reward_.data(); }
+  uint8_t* done_data() { return done_.data(); }
+  int obs_dim() const { return 32; }
+
   EnvState& state() { return state_; }
   const KernelBuild& kernel_build() const { return kernel_.build; }
   int threads() const { return threads_; }
@@ -37,6 +49,7 @@ class CpuBackend : public Backend {
  private:
   CpuBackend() = default;
   Status check_env(int env) const;
+  Status run(const std::vector<int32_t>& actions, int frames, const uint8_t* mask);
   // The DMG post-boot (or flat64k all-zero) state of one env.
   EnvState power_on_image() const;
 
@@ -48,6 +61,7 @@ class CpuBackend : public Backend {
   EnvState reset_image_;
   std::vector<float> obs_;
   std::vector<float> reward_;
+  std::vector<uint8_t> done_;
   std::vector<int32_t> release_;  // release_after_frames for every env
   int threads_ = 1;
 };

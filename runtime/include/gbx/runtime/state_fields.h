@@ -38,5 +38,7 @@
   X(tima_reload, 8)                    \
   X(apu_synced, 8)                     \
   X(apu_length, 8)                     \
-  X(joyp_held, 1)
+  X(joyp_held, 1)                       \
+  X(user_prev, 4 * GBX_USER_TRACK_MAX) \
+  X(user_prev_valid, 1)
 // clang-format on

@@ -1,0 +1,34 @@
+#pragma once
+// User reward / done / tracked-value expressions. They are compiled into the kernel and run
+// inside the user's process, so before anything is generated each one is tokenized and
+// checked: an expression over a read-only view of the machine, nothing else.
+//
+// Allowed: integer and float literals (decimal, 0x hex, suffixes u U f F), the names the
+// template bundle's view declares (manifest "user_expressions.view": registers, ram(addr),
+// ram16(addr), val(i), prev(i)), parentheses and the operators
+//   + - * / & | ^ ~ ! << >> < > <= >= == != && || ?:
+// Not allowed: assignment, ++/--, commas, braces, brackets, member access, strings, comments,
+// preprocessor, `%`, and any other name. val(i) / prev(i) take an integer literal below the
+// number of tracked values, and only reward/done may use them.
+// `/` always divides as float (the generator casts its right operand), so a division by zero
+// gives inf instead of a trap that would kill the process.
+#include <string>
+#include <vector>
+
+#include "gbx/engine/result.h"
+
+namespace gbx {
+
+struct UserExprView {
+  std::vector<std::string> functions;  // called as name(expr): "ram", "ram16"
+  std::vector<std::string> values;     // plain names: "a", "pc", ...
+  std::vector<std::string> tracked;    // called with an integer literal: "val", "prev"
+};
+
+// Checks `text` (what = "reward", "done" or "track[i]": the pseudo file name in errors) and
+// returns the C++ to inject. An error names the snippet line and column.
+Result<std::string> prepare_user_expr(const std::string& text, const std::string& what,
+                                      const UserExprView& view, int num_tracked,
+                                      bool allow_tracked);
+
+}  // namespace gbx

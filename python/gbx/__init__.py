@@ -1,0 +1,27 @@
+"""GBX: thousands of Game Boy (DMG) emulators at once, as a Gymnasium vector environment.
+
+    import gbx
+    env = gbx.VecEnv("builtin:ALU_LOOP", num_envs=8)
+    obs, info = env.reset(seed=0)
+
+Kernels are synthesized from the templates shipped inside this package (``gbx/templates``)
+and compiled at run time (clang + ORC for the CPU), cached under ``$GBX_CACHE_DIR`` (else
+``$XDG_CACHE_HOME/gbx``, else ``~/.cache/gbx``).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import _native
+
+# The kernels are generated from the package's own templates, never from the source tree the
+# package was built from ($GBX_TEMPLATE_DIR still wins, for template development).
+TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
+_native.set_template_root(str(TEMPLATE_DIR))
+
+from ._native import CompileError, NoDeviceError  # noqa: E402
+from .actions import CODECS  # noqa: E402
+from .vec_env import VecEnv  # noqa: E402
+
+__all__ = ["VecEnv", "CompileError", "NoDeviceError", "CODECS", "TEMPLATE_DIR"]
+__version__ = "0.1.0"

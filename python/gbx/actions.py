@@ -1,0 +1,100 @@
+"""Action codecs: how an agent's action becomes the joypad byte the kernel reads.
+
+The joypad byte (one int32 per env, see templates/hw/io.h ``joyp_read``) has one bit per
+button, 1 = pressed:
+
+====  ======  ====  ======  =====  ====  ==  ====
+bit0  bit1    bit2  bit3    bit4   bit5  6   7
+A     B       SEL   START   RIGHT  LEFT  UP  DOWN
+====  ======  ====  ======  =====  ====  ==  ====
+
+Codecs (``actions=`` of :class:`gbx.VecEnv`):
+
+=============  ======================  ==================================================
+name           space                   action -> buttons
+=============  ======================  ==================================================
+``pokemon8``   ``Discrete(8)``         0 noop, 1 A, 2 B, 3 START, 4 UP, 5 DOWN, 6 LEFT,
+                                       7 RIGHT
+``buttons8``   ``Discrete(9)``         0 noop, then one button each in bit order:
+                                       1 A, 2 B, 3 SELECT, 4 START, 5 RIGHT, 6 LEFT, 7 UP,
+                                       8 DOWN
+``multibinary`` ``MultiBinary(8)``     element i presses bit i (any combination)
+=============  ======================  ==================================================
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from gymnasium import spaces
+
+A, B, SELECT, START, RIGHT, LEFT, UP, DOWN = (1 << i for i in range(8))
+BUTTON_NAMES = ("A", "B", "SELECT", "START", "RIGHT", "LEFT", "UP", "DOWN")
+
+
+@dataclass(frozen=True)
+class DiscreteCodec:
+    name: str
+    buttons: tuple[int, ...]  # joypad byte of each action
+    labels: tuple[str, ...]
+
+    @property
+    def space(self) -> spaces.Space:
+        return spaces.Discrete(len(self.buttons))
+
+
+@dataclass(frozen=True)
+class MultiBinaryCodec:
+    name: str = "multibinary"
+
+    @property
+    def space(self) -> spaces.Space:
+        return spaces.MultiBinary(8)
+
+
+CODECS = {
+    "pokemon8": DiscreteCodec(
+        "pokemon8",
+        (0, A, B, START, UP, DOWN, LEFT, RIGHT),
+        ("noop", "A", "B", "START", "UP", "DOWN", "LEFT", "RIGHT"),
+    ),
+    "buttons8": DiscreteCodec(
+        "buttons8", (0, A, B, SELECT, START, RIGHT, LEFT, UP, DOWN), ("noop",) + BUTTON_NAMES
+    ),
+    "multibinary": MultiBinaryCodec(),
+}
+
+
+def get_codec(name: str):
+    if not isinstance(name, str) or name not in CODECS:
+        raise ValueError(f"unknown action codec {name!r} (choose one of {', '.join(CODECS)})")
+    return CODECS[name]
+
+
+def encode(codec, actions, num_envs: int) -> np.ndarray:
+    """Checks a batch of actions and returns the int32 joypad byte of each env."""
+    a = np.asarray(actions)
+    if isinstance(codec, DiscreteCodec):
+        n = len(codec.buttons)
+        if a.shape != (num_envs,):
+            raise ValueError(
+                f"actions must have shape ({num_envs},) for {num_envs} envs "
+                f"(codec {codec.name}), got {a.shape}"
+            )
+        if not np.issubdtype(a.dtype, np.integer):
+            raise ValueError(f"actions must be integers (codec {codec.name}), got dtype {a.dtype}")
+        if a.size and (a.min() < 0 or a.max() >= n):
+            bad = a[(a < 0) | (a >= n)][0]
+            raise ValueError(f"action {bad} out of range for codec {codec.name} (0..{n - 1})")
+        return np.asarray(codec.buttons, dtype=np.int32)[a]
+    if a.shape != (num_envs, 8):
+        raise ValueError(
+            f"actions must have shape ({num_envs}, 8) for {num_envs} envs (codec multibinary), "
+            f"got {a.shape}"
+        )
+    if not (np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_):
+        raise ValueError(f"actions must be 0/1 integers or bools (codec multibinary), got dtype {a.dtype}")
+    a = a.astype(np.int32)
+    if a.size and (a.min() < 0 or a.max() > 1):
+        raise ValueError("multibinary actions must be 0 or 1")
+    return (a << np.arange(8, dtype=np.int32)).sum(axis=1, dtype=np.int32)

@@ -1,0 +1,32 @@
+"""Reward and episode-end expressions compiled into the kernel.
+
+``gbx.VecEnv(..., reward=EXPR, done=EXPR, track=[EXPR, ...])`` takes C++ *expressions*
+(not statements) over a read-only view of each env's machine, evaluated in the kernel after
+every step (and after every reset, so ``prev`` starts from the reset state):
+
+===================  ===========================================================
+name                 value
+===================  ===========================================================
+``a f b c d e h l``  8-bit registers after the step
+``pc sp``            16-bit registers
+``ram(addr)``        the byte the CPU would read at ``addr & 0xFFFF`` (no side effects)
+``ram16(addr)``      ``ram(addr) | ram(addr + 1) << 8`` (little-endian)
+``val(i)``           tracked value ``track[i]`` now (reward/done only)
+``prev(i)``          ``track[i]`` at the end of the previous step (reward/done only)
+===================  ===========================================================
+
+Operators: ``+ - * / & | ^ ~ ! << >> < > <= >= == != && || ?:`` and parentheses; integer
+(decimal, ``0x`` hex) and float literals. ``/`` always divides as float, so a division by
+zero gives inf instead of killing the process; ``%`` is refused (use ``&`` with a power of
+two). Nothing else is accepted: no assignment, ``++``, commas, braces, brackets, strings,
+comments, or names outside the table. Each expression is checked before any C++ is
+generated, and compiler errors name the expression and its own line (``<reward>:1:...``).
+
+``reward`` is converted to float32 (it replaces the stage's reward_v0); ``done`` is true
+when non-zero (``terminated`` in ``step``). Up to 8 ``track`` expressions (float32 each).
+
+Example: reward the increase of a 16-bit score, end the episode when lives reach 0::
+
+    env = gbx.VecEnv(rom, 64, track=["ram16(0xC0A0)"],
+                     reward="val(0) - prev(0)", done="ram(0xC0A2) == 0")
+"""

@@ -1,0 +1,112 @@
+"""Bad input: one Python exception with one clear message, never a crash."""
+import numpy as np
+import pytest
+
+from conftest import ROM
+
+
+@pytest.fixture(scope="module")
+def env(gbx):
+    e = gbx.VecEnv(ROM, num_envs=4, frames_per_step=1, release_after_frames=0)
+    e.reset(seed=0)
+    yield e
+    e.close()
+
+
+def one_line(excinfo):
+    msg = str(excinfo.value)
+    assert msg and "\n" not in msg
+    return msg
+
+
+def test_unknown_action_codec(gbx):
+    with pytest.raises(ValueError, match="unknown action codec 'qwerty'") as ei:
+        gbx.VecEnv(ROM, num_envs=1, actions="qwerty")
+    one_line(ei)
+
+
+@pytest.mark.parametrize("n", [0, -3])
+def test_num_envs_below_one(gbx, n):
+    with pytest.raises(ValueError, match="num_envs must be at least 1") as ei:
+        gbx.VecEnv(ROM, num_envs=n)
+    one_line(ei)
+
+
+def test_unknown_rom(gbx, tmp_path):
+    with pytest.raises(ValueError) as ei:
+        gbx.VecEnv(str(tmp_path / "missing.gb"), num_envs=1)
+    one_line(ei)
+    with pytest.raises(ValueError) as ei:
+        gbx.VecEnv("builtin:NOPE", num_envs=1)
+    one_line(ei)
+    with pytest.raises(ValueError) as ei:
+        gbx.VecEnv(b"\x00" * 100, num_envs=1)
+    one_line(ei)
+
+
+def test_unknown_device_and_obs(gbx):
+    with pytest.raises(ValueError, match="unknown device"):
+        gbx.VecEnv(ROM, num_envs=1, device="tpu")
+    with pytest.raises(NotImplementedError, match="pixels"):
+        gbx.VecEnv(ROM, num_envs=1, obs={"pixels": "full"})
+
+
+@pytest.mark.parametrize("actions,match", [
+    (np.zeros(3, dtype=np.int32), r"shape \(4,\)"),
+    (np.zeros((4, 1), dtype=np.int32), r"shape \(4,\)"),
+    (np.zeros(4, dtype=np.float32), "integers"),
+    (np.array([0, 1, 8, 0]), "action 8 out of range"),
+    (np.array([0, -1, 0, 0]), "action -1 out of range"),
+    ("up", r"shape \(4,\)"),
+])
+def test_bad_actions(env, actions, match):
+    with pytest.raises(ValueError, match=match) as ei:
+        env.step(actions)
+    one_line(ei)
+    env.step(np.zeros(4, dtype=np.int32))  # still usable
+
+
+def test_bad_multibinary_actions(gbx):
+    e = gbx.VecEnv(ROM, num_envs=2, frames_per_step=1, release_after_frames=0, actions="multibinary")
+    e.reset(seed=0)
+    with pytest.raises(ValueError, match=r"shape \(2, 8\)"):
+        e.step(np.zeros(2, dtype=np.int32))
+    with pytest.raises(ValueError, match="0 or 1"):
+        e.step(np.full((2, 8), 2))
+    e.step(np.ones((2, 8), dtype=bool))
+    e.close()
+
+
+def test_bad_reset_mask(env):
+    with pytest.raises(ValueError, match="reset_mask"):
+        env.reset(options={"reset_mask": np.ones(3, dtype=bool)})
+    with pytest.raises(ValueError, match="reset_mask"):
+        env.reset(options={"reset_mask": np.ones(4, dtype=np.int32)})
+
+
+def test_step_before_reset(gbx):
+    e = gbx.VecEnv(ROM, num_envs=1, frames_per_step=1, release_after_frames=0)
+    with pytest.raises(RuntimeError, match="reset"):
+        e.step(np.zeros(1, dtype=np.int32))
+
+
+def test_native_checks_sizes_too(env):
+    with pytest.raises(ValueError, match="actions for 4 envs"):
+        env.backend.step(np.zeros(3, dtype=np.int32))
+    with pytest.raises(ValueError, match="out of range"):
+        env.backend.read_memory(9, 0, 1)
+
+
+def test_cuda_without_a_device_is_one_clear_error(gbx):
+    try:
+        e = gbx.VecEnv(ROM, num_envs=2, device="cuda:0", frames_per_step=1,
+                       release_after_frames=0)
+    except gbx.NoDeviceError as ei:
+        assert str(ei) and "\n" not in str(ei)
+        return
+    # A machine with a GPU: the env runs and says it cannot take a done expression yet.
+    obs, _ = e.reset(seed=0)
+    assert obs.shape == (2, 32)
+    e.close()
+    with pytest.raises(ValueError, match="no done output"):
+        gbx.VecEnv(ROM, num_envs=2, device="cuda:0", done="1")

@@ -165,6 +165,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
         Alloc{&b->actions_buf_, n * sizeof(int32_t), "actions"},
         Alloc{&b->obs_buf_, n * kObsDim * sizeof(float), "observations"},
         Alloc{&b->reward_buf_, n * sizeof(float), "rewards"},
+        Alloc{&b->done_buf_, n, "episode ends"},
         Alloc{&b->release_buf_, cfg.release_after_frames >= 0 ? n * sizeof(int32_t) : 0,
               "the button release schedule"},
         Alloc{&b->mask_buf_, n, "the reset mask"},
@@ -226,6 +227,7 @@ GbxParams CudaBackend::params(const int* actions, int num_envs) const {
   p.obs = obs_buf_.as<float>();
   p.reward = reward_buf_.as<float>();
   p.obs_dim = kObsDim;
+  p.done = done_buf_.as<unsigned char>();
   return p;
 }
 
@@ -242,6 +244,7 @@ void CudaBackend::output_zero_regions(std::vector<EnvCopyRegion>& out) const {
   out.push_back(
       EnvCopyRegion{obs_buf_.ptr(), 0, kObsDim * sizeof(float), kObsDim * sizeof(float), 0});
   out.push_back(EnvCopyRegion{reward_buf_.ptr(), 0, sizeof(float), sizeof(float), 0});
+  out.push_back(EnvCopyRegion{done_buf_.ptr(), 0, 1, 1, 0});
 }
 
 Status CudaBackend::launch_copy(EnvCopyParams p, const std::vector<EnvCopyRegion>& regions) {

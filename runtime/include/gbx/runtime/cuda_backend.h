@@ -85,6 +85,7 @@ class CudaBackend : public Backend {
   StateLayout layout_;
   GbxState soa_{};  // bound to soa_buf_'s device addresses
   DeviceBuffer soa_buf_, mem_buf_, rom_buf_, actions_buf_, obs_buf_, reward_buf_;
+  DeviceBuffer done_buf_;     // one byte per env (user done expression)
   DeviceBuffer release_buf_;  // release_after_frames per env; empty when never released
   DeviceBuffer mask_buf_;     // reset(mask)'s mask, one byte per env
   // The reset image: image_envs_ envs (1: shared by every env) in the StateLayout of that

@@ -59,6 +59,8 @@ std::string SynthParams::canonical() const {
   out += ";obs_dim=" + std::to_string(obs_dim);
   out += ";debug=";
   for (size_t i = 0; i < dbg.size(); ++i) out += (i ? "," : "") + dbg[i];
+  // Only when set, so the canonical form (and key) of every existing kernel stays the same.
+  if (rtc_lock) out += ";rtc_lock=1";
   return out;
 }
 

@@ -140,6 +140,7 @@ Result<json> run_bench(const BenchOptions& o) {
     cfg.frames_per_step = o.frames_per_step;
     cfg.stage = o.stage;
     cfg.threads = o.threads;
+    cfg.rtc_lock = o.rtc_lock;
     cfg.device_index = o.device_index;
     cfg.verbose = o.verbose;
     BenchResult r;

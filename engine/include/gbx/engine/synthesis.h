@@ -19,6 +19,7 @@ struct SynthParams {
   RunMode run_mode = RunMode::Frames;
   int obs_dim = 32;
   std::vector<std::string> debug;  // debug options, e.g. "trace"; sorted when hashed
+  bool rtc_lock = false;           // cartridge clocks (MBC3 RTC) never advance
 
   // Canonical "key=value;..." string used in hashes, metadata and comments.
   std::string canonical() const;

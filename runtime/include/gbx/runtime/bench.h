@@ -33,6 +33,7 @@ struct BenchOptions {
   int frames_per_step = 1;
   Stage stage = Stage::FullStep;
   int threads = 0;  // cpu / mgba: 0 = all cores
+  bool rtc_lock = false;  // cartridge clocks frozen (synthesis parameter)
   int64_t sync_every = 64;
   int device_index = 0;
   std::string label;  // name of the sweep in reports; "" = backend, "-t<threads>" if given

@@ -20,6 +20,9 @@ class CpuBackend : public Backend {
   Status sync() override { return ok_status(); }
   Result<CpuState> get_cpu_state(int env) override;
   Result<std::vector<uint8_t>> read_memory(int env, uint32_t lo, uint32_t hi) override;
+  Result<std::vector<uint8_t>> read_memory_raw(int env, uint32_t lo, uint32_t hi) override;
+  Status load_battery(const BatterySave& save) override;
+  Result<BatterySave> read_battery(int env) override;
   Result<std::vector<float>> read_obs(int env) override;
   Result<float> read_reward(int env) override;
   Result<std::string> serial_output(int env) override;
@@ -33,10 +36,12 @@ class CpuBackend : public Backend {
  private:
   CpuBackend() = default;
   Status check_env(int env) const;
+  Result<std::vector<uint8_t>> read_view(int env, uint32_t lo, uint32_t hi, bool raw);
 
   Rom rom_;
   BackendConfig cfg_;
   CpuKernel kernel_;
+  CpuReadMemoryFn read_memory_ = nullptr;  // the kernel's read_memory entry point
   EnvState state_;
   std::vector<float> obs_;
   std::vector<float> reward_;

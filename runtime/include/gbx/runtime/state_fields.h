@@ -34,5 +34,9 @@
   X(serial_len, 4)                     \
   X(trap_kind, 1)                      \
   X(trap_pc, 2)                        \
-  X(trap_opcode, 1)
+  X(trap_opcode, 1)                    \
+  X(mbc_rom_bank_hi, 1)                \
+  X(mbc_rtc_latch, 1)                  \
+  X(rtc_regs, GBX_RTC_BYTES)           \
+  X(rtc_second_start, 8)
 // clang-format on

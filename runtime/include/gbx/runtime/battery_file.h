@@ -12,11 +12,12 @@
 
 namespace gbx {
 
-// Checks that a cartridge can have a save file and that `path` can be used: an existing file
-// must be readable with a size this cartridge's saves have (RAM, or RAM + 48 / + 44 with a
-// clock); a missing file is fine (a blank save, created at exit) if its folder exists.
-// Returns the save to load: the file's contents, or nullopt-like empty `ram` for a new file.
+// The save to load for `cart` from `path`. An existing file must be a regular, readable file
+// of this cartridge's save size (its RAM, or RAM + 48 / + 44 with a clock); a missing file
+// gives blank RAM (*exists = false; it is created at exit) if its folder exists. A cartridge
+// without a battery, or anything else, is an error naming the problem.
 Result<BatterySave> read_sav_file(const std::string& path, const CartHeader& cart, bool* exists);
+// RAM, then the RTC trailer for clock carts; written to PATH.tmp and renamed over PATH.
 Status write_sav_file(const std::string& path, const BatterySave& save, const CartHeader& cart);
 
 }  // namespace gbx

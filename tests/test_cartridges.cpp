@@ -11,6 +11,7 @@
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/battery_file.h"
 #include "gbx/runtime/cpu_backend.h"
+#include "gbx/runtime/env_state.h"
 #include "gbx/runtime/rom.h"
 #include "gbx/runtime/rom_builder.h"
 #include "gbx_abi.h"
@@ -489,6 +490,24 @@ TEST_CASE("read_memory goes through the kernel and changes nothing") {
   CHECK(all[0x0147] == 0x10);
   auto bad = be0->read_memory(0, 0x10, 0x10);
   CHECK_FALSE(bad.ok());
+}
+
+TEST_CASE("EnvState without a backend reads through the shared CPU kernel") {
+  const gbx::Rom rom = load(mbc3_program_rom());
+  gbx::EnvState st(2, gbx::MemoryModel::Dmg, &rom);
+  st.reset_dmg();
+  st.mem(1)[GBX_MEM_WRAM + 5] = 0x77;
+  CHECK(st.peek(1, 0xC005) == 0x77);
+  CHECK(st.peek(1, 0xE005) == 0x77);  // echo
+  CHECK(st.peek(0, 0xC005) == 0x00);
+  CHECK(st.peek(0, 0x0147) == 0x10);
+  CHECK(st.peek(0, 0x4000 + 0x2000) == 0x01);  // bank 1 at reset
+  CHECK(st.peek(0, 0xFF04) == 0xAB);           // DIV after the boot ROM
+  CHECK(st.peek(0, 0xA000) == 0xFF);           // RAM disabled at reset
+  uint8_t raw = 0;
+  REQUIRE(st.read_memory(0, 0xA000, 0xA001, true, &raw).ok());
+  CHECK(raw == 0x00);
+  CHECK_FALSE(st.read_memory(2, 0, 1, false, &raw).ok());
 }
 
 TEST_CASE("gbx-run run: --read-mem, --read-mem-raw and --sav") {

@@ -232,6 +232,7 @@ Result<json> run_bench(const BenchOptions& o) {
                 {"frames_per_step", o.frames_per_step},
                 {"stage", stage},
                 {"threads", o.threads},
+                {"rtc_lock", o.rtc_lock},
                 {"sync_every", o.sync_every},
                 {"device_index", o.device_index},
                 {"actions", "none"},

@@ -566,6 +566,35 @@ TEST_CASE("gbx-run run: --read-mem, --read-mem-raw and --sav") {
   }
 }
 
+TEST_CASE("--sav moves between the cpu and mgba backends") {
+  TempDir d;
+  Asm a;  // MBC1+RAM+BATTERY: increments A000
+  put(a, 0x0000, 0x0A);
+  a.op("LD HL,d16", 0xA000).op("INC (HL)");
+  put(a, 0x0000, 0x00);
+  finish(a);
+  gbx::RomSpec s;
+  s.cart_type = 0x03;
+  s.ram_size_code = 0x02;
+  const std::string rom = write_file(d, "inc1.gb", build(s, a));
+  const std::string sav = (d.path / "inc1.sav").string();
+  for (const char* be : {"cpu", "mgba", "cpu", "mgba"}) {
+    auto r = run_command(tool("gbx-run") + " run --stage emulate_only --frames 2 --rom " + rom +
+                         " --backend " + be + " --sav " + sav);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  }
+  const Bytes saved = read_file(sav);
+  REQUIRE(saved.size() == 8192);
+  CHECK(saved[0] == 4);
+  // mGBA's MBC3 clock follows the host clock: refused there, one line.
+  const std::string rtc = write_file(d, "rtc.gb", mbc3_program_rom());
+  auto r = run_command(tool("gbx-run") + " run --backend mgba --rom " + rtc + " --sav " +
+                       (d.path / "rtc.sav").string());
+  CHECK(r.exit_code != 0);
+  CHECK(gbx::test::count_lines(r.output) == 1);
+  CHECK_FALSE(std::filesystem::exists(d.path / "rtc.sav"));
+}
+
 TEST_CASE("battery files: the 48-byte RTC trailer round-trips the clock") {
   TempDir d;
   gbx::CartHeader cart;

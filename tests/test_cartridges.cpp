@@ -7,6 +7,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "gbx/engine/generator.h"
+#include "gbx/engine/kernel_builder.h"
 #include "gbx/runtime/asm.h"
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/battery_file.h"
@@ -623,4 +625,25 @@ TEST_CASE("battery files: the 48-byte RTC trailer round-trips the clock") {
   CHECK(std::memcmp(back->rtc_latched, latched, 5) == 0);
   cart.has_battery = false;
   CHECK_FALSE(gbx::read_sav_file(p, cart, &exists).ok());
+}
+
+TEST_CASE("rtc_lock is a synthesis parameter: its own source, key and canonical form") {
+  auto bundle = gbx::TemplateBundle::load(gbx::TemplateBundle::default_root());
+  REQUIRE(bundle.ok());
+  gbx::SynthParams p;
+  p.stage = gbx::Stage::EmulateOnly;
+  auto plain = gbx::generate(bundle.value(), p);
+  p.rtc_lock = true;
+  auto locked = gbx::generate(bundle.value(), p);
+  REQUIRE(plain.ok());
+  REQUIRE(locked.ok());
+  CHECK(plain->source.find("#define GBX_RTC_LOCK 1") == std::string::npos);
+  CHECK(locked->source.find("#define GBX_RTC_LOCK 1") != std::string::npos);
+  CHECK(p.canonical().find(";rtc_lock=1") != std::string::npos);
+  auto key = [&](const gbx::GeneratedSource& s) {
+    return gbx::compute_cache_key(gbx::make_key_inputs(bundle.value(), s, "id", {}, {}));
+  };
+  CHECK(key(plain.value()) != key(locked.value()));
+  // The manifest names the memory-read entry point; the engine looks it up by role.
+  CHECK(locked->extra_entry_points.at("read_memory") == "gbx_read_memory");
 }

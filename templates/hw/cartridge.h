@@ -123,8 +123,10 @@ GBX_FN void rtc_latch_write(Bus& b, u8 v) {
 
 GBX_FN void rtc_write(Bus& b, u32 reg, u8 v) {
   rtc_sync(b, io_time(b));
-  const u8 bits[5] = {0x3F, 0x3F, 0x1F, 0xFF, 0xC1};
-  b.rtc[reg] = (u8)(v & bits[reg]);
+  // Bits each register has (S, M: 6; H: 5; DL: 8; DH: day bit 8, halt, carry); no table, so
+  // a GPU thread keeps nothing in local memory for it.
+  const u8 bits = reg == 2 ? 0x1F : reg == 3 ? 0xFF : reg == 4 ? 0xC1 : 0x3F;
+  b.rtc[reg] = (u8)(v & bits);
   if (reg == 0) b.rtc_second_start = io_time(b);  // writing seconds restarts the second
 }
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 
@@ -11,6 +12,7 @@
 #include "gbx/runtime/conformance.h"
 #include "gbx/runtime/rom.h"
 #include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/save_state.h"
 #include "gbx/runtime/verify.h"
 #include "tool_common.h"
 
@@ -35,6 +37,8 @@ struct RunOptions {
   std::string sav;           // battery RAM file: loaded into every env, env K's written at exit
   std::string read_mem;      // LO:HI, bus view
   std::string read_mem_raw;  // LO:HI, cartridge RAM as held even when disabled
+  std::string load_state;  // every env starts from this save state
+  std::string save_state;  // env `env`'s state at the end goes here
 };
 
 // Serial text as one line: C escapes for quotes, backslashes and non-printable bytes.
@@ -109,6 +113,19 @@ int cmd_run(const RunOptions& o) {
     if (!s) return tool::fail(s.error());
     save = std::move(s).value();
   }
+  std::vector<uint8_t> start_state;
+  if (!o.load_state.empty()) {
+    auto bytes = read_save_state_file(o.load_state);
+    if (!bytes) return tool::fail(bytes.error());
+    start_state = std::move(bytes.value());
+  }
+  if (!o.save_state.empty()) {
+    // Refuse before running, not after: the frames may take long.
+    const auto dir = std::filesystem::absolute(o.save_state).parent_path();
+    if (!std::filesystem::is_directory(dir))
+      return tool::fail(make_error(
+          ErrorKind::Usage, "--save-state: directory '" + dir.string() + "' does not exist"));
+  }
   BackendConfig cfg;
   cfg.num_envs = (int)o.envs;
   cfg.frames_per_step = o.frames_per_step;
@@ -123,6 +140,12 @@ int cmd_run(const RunOptions& o) {
   if (o.env < 0 || o.env >= be.num_envs())
     return tool::fail(
         make_error(ErrorKind::Usage, "--env " + std::to_string(o.env) + " out of range"));
+  if (!o.load_state.empty()) {
+    if (auto st = be.set_reset_state({start_state}); !st) return tool::fail(st.error());
+    if (auto st = be.reset(std::vector<uint8_t>((size_t)be.num_envs(), 1)); !st)
+      return tool::fail(st.error());
+  }
+  // After --load-state: the battery file is what the cartridge RAM holds at reset.
   if (!o.sav.empty())
     if (auto st = be.load_battery(save); !st) return tool::fail(st.error());
   const long long steps = (o.frames + o.frames_per_step - 1) / o.frames_per_step;
@@ -158,6 +181,13 @@ int cmd_run(const RunOptions& o) {
     if (auto st = write_sav_file(o.sav, b.value(), rom->header); !st) return tool::fail(st.error());
     std::printf("saved env %d's battery RAM to %s\n", o.env, o.sav.c_str());
   }
+  if (!o.save_state.empty()) {
+    auto blob = be.save_state(o.env);
+    if (!blob) return tool::fail(blob.error());
+    if (auto st = write_save_state_file(o.save_state, blob.value()); !st)
+      return tool::fail(st.error());
+    std::printf("saved env %d to %s (%zu bytes)\n", o.env, o.save_state.c_str(), blob->size());
+  }
   if (o.serial) {
     for (int i = 0; i < be.num_envs(); ++i) {
       auto text = be.serial_output(i);
@@ -185,7 +215,8 @@ void register_run(CLI::App& app, Commands& cmds) {
       ->capture_default_str();
   r->add_option("--threads", run.threads, "cpu threads (0 = all cores)")->capture_default_str();
   r->add_option("--device-index", run.device_index, "cuda device")->capture_default_str();
-  r->add_option("--env", run.env, "env whose state is printed")->capture_default_str();
+  r->add_option("--env", run.env, "env whose state is printed (and saved by --save-state)")
+      ->capture_default_str();
   r->add_flag("--print-state", run.print_state, "print env registers");
   r->add_flag("--serial", run.serial, "print each env's serial output");
   r->add_flag("--verbose", run.verbose, "backend logs");
@@ -197,6 +228,8 @@ void register_run(CLI::App& app, Commands& cmds) {
                 "print env --env's bytes LO:HI (hex, HI exclusive) as the CPU reads them");
   r->add_option("--read-mem-raw", run.read_mem_raw,
                 "like --read-mem, but cartridge RAM as held even while disabled");
+  r->add_option("--load-state", run.load_state, "save state every env starts from");
+  r->add_option("--save-state", run.save_state, "write env --env's state here at the end");
   cmds.emplace_back(r, [] { return cmd_run(run); });
 }
 

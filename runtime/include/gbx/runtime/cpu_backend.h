@@ -2,6 +2,7 @@
 // The cpu backend: the JIT-compiled kernel stepped over all cores (OpenMP), env chunks per
 // thread. State lives in an EnvState the conformance runner may also set directly.
 #include <memory>
+#include <optional>
 
 #include "gbx/engine/kernel_builder.h"
 #include "gbx/runtime/backend.h"
@@ -16,6 +17,10 @@ class CpuBackend : public Backend {
   std::string name() const override { return "cpu"; }
   int num_envs() const override { return state_.num_envs(); }
   Status reset(uint64_t seed) override;
+  Status reset(const std::vector<uint8_t>& mask) override;
+  Status set_reset_state(const std::vector<std::vector<uint8_t>>& blobs) override;
+  Result<std::vector<uint8_t>> save_state(int env) override;
+  Status load_state(int env, const std::vector<uint8_t>& blob) override;
   Status step(const std::vector<int32_t>& actions) override;
   Status sync() override { return ok_status(); }
   Result<CpuState> get_cpu_state(int env) override;
@@ -37,12 +42,17 @@ class CpuBackend : public Backend {
   CpuBackend() = default;
   Status check_env(int env) const;
   Result<std::vector<uint8_t>> read_view(int env, uint32_t lo, uint32_t hi, bool raw);
+  // The DMG post-boot (or flat64k all-zero) state of one env.
+  EnvState power_on_image() const;
 
   Rom rom_;
   BackendConfig cfg_;
   CpuKernel kernel_;
   CpuReadMemoryFn read_memory_ = nullptr;  // the kernel's read_memory entry point
+  std::optional<BatterySave> battery_;     // --sav contents, part of every reset image
   EnvState state_;
+  // What reset() copies into an env: one image shared by all envs, or one per env.
+  EnvState reset_image_;
   std::vector<float> obs_;
   std::vector<float> reward_;
   int threads_ = 1;

@@ -44,6 +44,10 @@ struct BackendConfig {
   MemoryModel memory_model = MemoryModel::Dmg;
   RunMode run_mode = RunMode::Frames;
   int64_t instructions_per_step = 1;  // run mode instructions
+  // Buttons of a step's action are held for this many frames, then released (< 0: never).
+  int release_after_frames = -1;
+  // Synthesis debug options (e.g. "ldbb_trap": LD B,B stops the env; testrom uses it).
+  std::vector<std::string> debug;
   bool rtc_lock = false;              // cartridge clocks never advance (synthesis parameter)
 };
 
@@ -55,6 +59,7 @@ inline SynthParams synth_params_for(const BackendConfig& cfg, Device device, int
   p.memory_model = cfg.memory_model;
   p.run_mode = cfg.run_mode;
   p.obs_dim = obs_dim;
+  p.debug = cfg.debug;
   p.rtc_lock = cfg.rtc_lock;
   return p;
 }

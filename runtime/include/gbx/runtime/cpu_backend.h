@@ -55,6 +55,7 @@ class CpuBackend : public Backend {
   EnvState reset_image_;
   std::vector<float> obs_;
   std::vector<float> reward_;
+  std::vector<int32_t> release_;  // release_after_frames for every env
   int threads_ = 1;
 };
 

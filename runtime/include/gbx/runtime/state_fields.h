@@ -35,6 +35,10 @@
   X(trap_kind, 1)                      \
   X(trap_pc, 2)                        \
   X(trap_opcode, 1)                    \
+  X(tima_reload, 8)                    \
+  X(apu_synced, 8)                     \
+  X(apu_length, 8)                     \
+  X(joyp_held, 1)                      \
   X(mbc_rom_bank_hi, 1)                \
   X(mbc_rtc_latch, 1)                  \
   X(rtc_regs, GBX_RTC_BYTES)           \

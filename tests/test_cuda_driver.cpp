@@ -3,6 +3,7 @@
 // device exists, the last case does a real round trip through NVRTC and the driver.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -77,7 +78,7 @@ TEST_CASE("no libcuda.so.1 on the search path: the documented message") {
   CHECK(one_line_no_device(e));
   bool known = e.message == "no CUDA device: libcuda.so.1 not found (no NVIDIA driver installed)" ||
                e.message == "no CUDA device: only the CUDA toolkit's stub libcuda is present" ||
-               e.message.rfind("no CUDA device: cuInit failed: ", 0) == 0 ||
+               e.message.rfind("no CUDA device: cuInit: CUDA_ERROR_NO_DEVICE", 0) == 0 ||
                e.message == "no CUDA device: the NVIDIA driver reports no devices";
   CHECK_MESSAGE(known, e.message);
 }
@@ -103,11 +104,11 @@ TEST_CASE("the toolkit's stub libcuda is reported as such") {
         "no CUDA device: only the CUDA toolkit's stub libcuda is present");
 }
 
-TEST_CASE("a shared library that is not a CUDA driver") {
+TEST_CASE("a shared library that is not a CUDA driver: a driver error, not \"no device\"") {
   auto loaded = CudaDriver::load("libm.so.6");
   REQUIRE_FALSE(loaded.ok());
-  CHECK(one_line_no_device(loaded.error()));
-  CHECK(loaded.error().message.find("has no cuInit") != std::string::npos);
+  CHECK(loaded.error().kind == ErrorKind::Runtime);
+  CHECK(loaded.error().message == "CUDA driver error: libm.so.6 has no cuInit (not a CUDA driver)");
 }
 
 TEST_CASE("CUresult names without a driver") {
@@ -128,6 +129,49 @@ TEST_CASE("launch shapes cover every thread") {
   CHECK(launch_shape(100, 0).block == 1);
   CHECK(launch_shape(100, 0).grid == 100);
   CHECK(launch_shape(4096LL * 1024, 1024).grid == 4096);
+}
+
+TEST_CASE("throughput launch shape: H100, A100 and L4 attribute sets") {
+  struct Gpu {
+    const char* name;
+    LaunchDevice dev;
+  };
+  const Gpu gpus[] = {{"H100 SXM", {132, 1024}}, {"A100", {108, 1024}}, {"L4", {58, 1024}}};
+  for (const Gpu& g : gpus) {
+    CAPTURE(g.name);
+    const long long sms = g.dev.multiprocessors;
+    for (long long envs :
+         {1LL, 7LL, 32LL, 100LL, 31 * sms, 32 * sms, 32 * sms + 1, 64 * sms, 128 * sms - 1,
+          128 * sms, 1000LL, 4096LL, 8192LL, 16384LL, 65536LL, 1LL << 20}) {
+      CAPTURE(envs);
+      const LaunchShape s = throughput_launch_shape(g.dev, envs);
+      CHECK(s.block % 32 == 0);
+      CHECK(s.block >= 32);
+      CHECK(s.block <= 256);
+      CHECK((long long)s.grid * s.block >= envs);                      // every env has a thread
+      CHECK((long long)(s.grid - 1) * s.block < std::max(envs, 1LL));  // no empty block
+      if (envs >= 32 * sms) CHECK(s.grid >= sms);                      // every SM gets a block
+      if (envs < 32 * sms) CHECK(s.block == 32);  // too few envs: smallest blocks
+      if (envs >= kDefaultBlockSize * sms) CHECK(s.block == kDefaultBlockSize);
+    }
+  }
+  // The case: 8192 envs made ~10 blocks of 896 for 132 SMs; now 256 blocks of 32.
+  CHECK(throughput_launch_shape({132, 1024}, 8192).block == 32);
+  CHECK(throughput_launch_shape({132, 1024}, 8192).grid == 256);
+  CHECK(throughput_launch_shape({132, 1024}, 16384).block == 64);
+  CHECK(throughput_launch_shape({108, 1024}, 16384).block == 128);  // 128 blocks >= 108 SMs
+  CHECK(throughput_launch_shape({58, 1024}, 65536).block == 128);
+  // --block-size overrides, validated against the device limit.
+  CHECK(throughput_launch_shape({132, 1024}, 1000, 96).block == 96);
+  CHECK(throughput_launch_shape({132, 1024}, 1000, 96).grid == 11);
+  CHECK(check_block_size(96).ok());
+  CHECK(check_block_size(256).ok());
+  CHECK(check_block_size(1024).ok());
+  CHECK(check_block_size(100).error().kind == ErrorKind::Usage);
+  CHECK(check_block_size(0).error().kind == ErrorKind::Usage);
+  CHECK(check_block_size(2048).error().message ==
+        "--block-size 2048: must be a multiple of 32 from 32 to 1024");
+  CHECK(check_block_size(1024, 512).error().kind == ErrorKind::Usage);
 }
 
 // Keep last (see FailureCounter).
@@ -173,9 +217,12 @@ TEST_CASE("device round trip: NVRTC -> module -> launch -> read back") {
     auto out_buf = DeviceBuffer::alloc(ctx, n * sizeof(int));
     REQUIRE(in_buf.ok());
     REQUIRE(out_buf.ok());
-    REQUIRE(in_buf->upload(in.data(), in.size() * sizeof(int)).ok());
-    REQUIRE(out_buf->fill(0xff).ok());
-    CHECK_FALSE(in_buf->upload(in.data(), sizeof(int), n * sizeof(int)).ok());  // past the end
+    auto stream = CudaStream::create(ctx);
+    REQUIRE(stream.ok());
+    REQUIRE(in_buf->upload(in.data(), in.size() * sizeof(int), 0, stream->get()).ok());
+    REQUIRE(out_buf->fill(0xff, stream->get()).ok());
+    CHECK_FALSE(in_buf->upload(in.data(), sizeof(int), n * sizeof(int), stream->get()).ok());
+    CHECK_FALSE(in_buf->upload(in.data(), sizeof(int), 0, nullptr).ok());  // legacy stream
 
     RtParams p{in_buf->as<const int>(), out_buf->as<int>(), n, 7};
     void* args[] = {&p};
@@ -184,8 +231,6 @@ TEST_CASE("device round trip: NVRTC -> module -> launch -> read back") {
     CHECK(shape->block >= 32);
     CHECK(static_cast<long long>(shape->grid) * shape->block >= n);
 
-    auto stream = CudaStream::create(ctx);
-    REQUIRE(stream.ok());
     REQUIRE(launch_kernel(ctx.driver(), *fn, *shape, args, stream->get()).ok());
     REQUIRE(out_buf->download(result.data(), result.size() * sizeof(int), 0, stream->get()).ok());
     REQUIRE(stream->synchronize().ok());

@@ -30,6 +30,7 @@ struct BenchCli {
   int threads = 0;
   long long sync_every = 64;
   int device_index = 0;
+  int block_size = 0;
   std::string label;
   std::string json_path;
   std::string out = "artifacts";
@@ -71,6 +72,7 @@ int cmd_bench(const BenchCli& c) {
   o.threads = c.threads;
   o.rtc_lock = c.rtc_lock;
   o.sync_every = c.sync_every;
+  o.block_size = c.block_size;
   o.device_index = c.device_index;
   o.label = c.label;
   o.verbose = c.verbose;
@@ -147,6 +149,9 @@ void register_bench(CLI::App& app, Commands& cmds) {
                 "cuda: sync every K steps (0 = only at the end; always at the end)")
       ->capture_default_str();
   c->add_option("--device-index", b.device_index, "cuda device")->capture_default_str();
+  c->add_option("--block-size", b.block_size,
+                "cuda threads per block, a multiple of 32 (0 = chosen from the device)")
+      ->capture_default_str();
   c->add_option("--label", b.label, "sweep name in reports (default: backend, -tN with --threads)");
   c->add_option("--json", b.json_path, "write the sweep here instead of OUT/bench/");
   c->add_option("--out", b.out, "output root")->capture_default_str();

@@ -31,6 +31,7 @@ struct RunOptions {
   int action = 0;
   int threads = 0;
   int device_index = 0;
+  int block_size = 0;
   int env = 0;
   bool print_state = false;
   bool serial = false;
@@ -135,6 +136,7 @@ int cmd_run(const RunOptions& o) {
   cfg.stage = *stage;
   cfg.threads = o.threads;
   cfg.device_index = o.device_index;
+  cfg.block_size = o.block_size;
   cfg.verbose = o.verbose;
   cfg.rtc_lock = o.rtc_lock;
   auto backend = make_backend(o.backend, rom.value(), cfg);
@@ -228,6 +230,9 @@ void register_run(CLI::App& app, Commands& cmds) {
       ->capture_default_str();
   r->add_option("--threads", run.threads, "cpu threads (0 = all cores)")->capture_default_str();
   r->add_option("--device-index", run.device_index, "cuda device")->capture_default_str();
+  r->add_option("--block-size", run.block_size,
+                "cuda threads per block, a multiple of 32 (0 = chosen from the device)")
+      ->capture_default_str();
   r->add_option("--env", run.env, "env whose state is printed (and saved by --save-state)")
       ->capture_default_str();
   r->add_flag("--print-state", run.print_state, "print env registers");

@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -17,6 +18,13 @@ const char* base_name(const char* path) {
 
 Error no_device(std::string reason, std::string detail = {}) {
   return make_error(ErrorKind::NoDevice, "no CUDA device: " + std::move(reason), std::move(detail));
+}
+
+// A driver that is installed but unusable: ErrorKind::Runtime, so tools exit non-zero through
+// the error path, not the "no device" skip.
+Error driver_error(std::string reason, std::string detail = {}) {
+  return make_error(ErrorKind::Runtime, "CUDA driver error: " + std::move(reason),
+                    std::move(detail));
 }
 
 std::string one_line(std::string s) {
@@ -90,7 +98,9 @@ Result<std::unique_ptr<CudaDriver>> CudaDriver::load(const std::string& library)
     std::string detail = why ? why : "";
     if (detail.find("No such file") != std::string::npos || detail.empty())
       return no_device(library + " not found (no NVIDIA driver installed)", detail);
-    return no_device(library + " could not be loaded: " + one_line(detail), detail);
+    // The library is there but broken (wrong architecture, missing dependency): a driver
+    // problem the user must fix, not the absence of a GPU.
+    return driver_error(library + " could not be loaded: " + one_line(detail), detail);
   }
   void* handle = drv->handle_;
   auto sym = [handle](const char* name) { return dlsym(handle, name); };
@@ -99,15 +109,18 @@ Result<std::unique_ptr<CudaDriver>> CudaDriver::load(const std::string& library)
   drv->cuInit = reinterpret_cast<PFN_cuInit_v2000>(sym("cuInit"));
   drv->cuGetErrorName = reinterpret_cast<PFN_cuGetErrorName_v6000>(sym("cuGetErrorName"));
   drv->cuGetErrorString = reinterpret_cast<PFN_cuGetErrorString_v6000>(sym("cuGetErrorString"));
-  if (!drv->cuInit) return no_device(library + " has no cuInit (not a CUDA driver)");
+  if (!drv->cuInit) return driver_error(library + " has no cuInit (not a CUDA driver)");
   CUresult init = drv->cuInit(0);
   if (init == CUDA_ERROR_STUB_LIBRARY)
     return no_device("only the CUDA toolkit's stub libcuda is present", library);
-  if (init != CUDA_SUCCESS) {
-    std::string text = drv->error_string(init);
-    return no_device("cuInit failed: " + drv->error_name(init) +
-                     (text.empty() ? "" : " (" + one_line(text) + ")"));
-  }
+  auto described = [&](CUresult r) {
+    std::string text = drv->error_string(r);
+    return drv->error_name(r) + (text.empty() ? "" : " (" + one_line(text) + ")");
+  };
+  // The driver's own "no device" is the only cuInit failure that means there is no GPU;
+  // anything else (driver/kernel module mismatch, insufficient driver, ...) is an error.
+  if (init == CUDA_ERROR_NO_DEVICE) return no_device("cuInit: " + described(init));
+  if (init != CUDA_SUCCESS) return driver_error("cuInit failed: " + described(init));
 
   // cuGetProcAddress_v2 (CUDA 12.0+) hands out the entry point matching the ABI version we
   // ask for; an older driver only has the exported, versioned symbols.
@@ -130,13 +143,16 @@ Result<std::unique_ptr<CudaDriver>> CudaDriver::load(const std::string& library)
   GBX_CUDA_DRIVER_FUNCTIONS(GBX_CUDA_DRIVER_RESOLVE)
 #undef GBX_CUDA_DRIVER_RESOLVE
   if (!missing.empty())
-    return no_device("the driver in " + library + " lacks " + missing.front() +
-                     " (driver too old)");
+    return driver_error("the driver in " + library + " lacks " + missing.front() +
+                        " (driver too old for CUDA " +
+                        std::to_string(kCudaDriverAbiVersion / 1000) + "." +
+                        std::to_string(kCudaDriverAbiVersion % 1000 / 10) + ")");
 
   CUresult r = drv->cuDriverGetVersion(&drv->driver_version_);
-  if (r != CUDA_SUCCESS) return no_device("cuDriverGetVersion failed: " + drv->error_name(r));
+  if (r != CUDA_SUCCESS) return driver_error("cuDriverGetVersion failed: " + described(r));
   r = drv->cuDeviceGetCount(&drv->device_count_);
-  if (r != CUDA_SUCCESS) return no_device("cuDeviceGetCount failed: " + drv->error_name(r));
+  if (r == CUDA_ERROR_NO_DEVICE) return no_device("cuDeviceGetCount: " + described(r));
+  if (r != CUDA_SUCCESS) return driver_error("cuDeviceGetCount failed: " + described(r));
   if (drv->device_count_ == 0) return no_device("the NVIDIA driver reports no devices");
   return drv;
 }
@@ -198,6 +214,8 @@ Result<std::unique_ptr<CudaContext>> CudaContext::open(int device_index) {
                                     ctx->device_));
   GBX_CHECK_CU(drv, cuDeviceGetAttribute(&ctx->multiprocessors_,
                                          CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ctx->device_));
+  GBX_CHECK_CU(drv, cuDeviceGetAttribute(&ctx->max_threads_per_block_,
+                                         CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, ctx->device_));
   GBX_CHECK_CU(drv, cuDevicePrimaryCtxRetain(&ctx->context_, ctx->device_));
   // From here on the destructor releases the retained context.
   Status current = ctx->make_current();
@@ -307,31 +325,36 @@ Status DeviceBuffer::check_range(size_t bytes, size_t offset) const {
   return ok_status();
 }
 
+namespace {
+Status need_stream(CUstream stream, const char* what) {
+  if (stream) return ok_status();
+  return make_error(ErrorKind::Runtime,
+                    std::string("DeviceBuffer::") + what +
+                        " needs the stream its users run on (a legacy-stream copy would race "
+                        "a launch on a non-blocking stream)");
+}
+}  // namespace
+
 Status DeviceBuffer::upload(const void* src, size_t bytes, size_t offset, CUstream stream) {
   Status range = check_range(bytes, offset);
   if (!range || bytes == 0) return range;
-  const CudaDriver& drv = ctx_->driver();
-  if (stream)
-    GBX_CHECK_CU(drv, cuMemcpyHtoDAsync(ptr_ + offset, src, bytes, stream));
-  else
-    GBX_CHECK_CU(drv, cuMemcpyHtoD(ptr_ + offset, src, bytes));
+  if (Status s = need_stream(stream, "upload"); !s) return s;
+  GBX_CHECK_CU(ctx_->driver(), cuMemcpyHtoDAsync(ptr_ + offset, src, bytes, stream));
   return ok_status();
 }
 
 Status DeviceBuffer::download(void* dst, size_t bytes, size_t offset, CUstream stream) const {
   Status range = check_range(bytes, offset);
   if (!range || bytes == 0) return range;
-  const CudaDriver& drv = ctx_->driver();
-  if (stream)
-    GBX_CHECK_CU(drv, cuMemcpyDtoHAsync(dst, ptr_ + offset, bytes, stream));
-  else
-    GBX_CHECK_CU(drv, cuMemcpyDtoH(dst, ptr_ + offset, bytes));
+  if (Status s = need_stream(stream, "download"); !s) return s;
+  GBX_CHECK_CU(ctx_->driver(), cuMemcpyDtoHAsync(dst, ptr_ + offset, bytes, stream));
   return ok_status();
 }
 
-Status DeviceBuffer::fill(uint8_t value) {
+Status DeviceBuffer::fill(uint8_t value, CUstream stream) {
   if (!ptr_) return ok_status();
-  GBX_CHECK_CU(ctx_->driver(), cuMemsetD8(ptr_, value, size_));
+  if (Status s = need_stream(stream, "fill"); !s) return s;
+  GBX_CHECK_CU(ctx_->driver(), cuMemsetD8Async(ptr_, value, size_, stream));
   return ok_status();
 }
 
@@ -412,6 +435,27 @@ Result<LaunchShape> occupancy_launch_shape(const CudaDriver& driver, CUfunction 
   if (block <= 0)
     return make_error(ErrorKind::Runtime, "cuOccupancyMaxPotentialBlockSize gave no block size");
   return launch_shape(threads, block);
+}
+
+LaunchShape throughput_launch_shape(const LaunchDevice& dev, long long envs, int block_size) {
+  if (block_size > 0) return launch_shape(envs, block_size);
+  const long long sms = std::max(1, dev.multiprocessors);
+  int block = 32;
+  for (int b : {kDefaultBlockSize, 64, 32})
+    if ((envs + b - 1) / b >= sms) {
+      block = b;
+      break;
+    }
+  if (dev.max_threads_per_block >= 32) block = std::min(block, dev.max_threads_per_block / 32 * 32);
+  return launch_shape(envs, block);
+}
+
+Status check_block_size(int block_size, int max_threads_per_block) {
+  if (block_size >= 32 && block_size <= max_threads_per_block && block_size % 32 == 0)
+    return ok_status();
+  return make_error(ErrorKind::Usage, "--block-size " + std::to_string(block_size) +
+                                          ": must be a multiple of 32 from 32 to " +
+                                          std::to_string(max_threads_per_block));
 }
 
 Status launch_kernel(const CudaDriver& driver, CUfunction fn, LaunchShape shape, void** args,

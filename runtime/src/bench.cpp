@@ -143,6 +143,7 @@ Result<json> run_bench(const BenchOptions& o) {
     cfg.threads = o.threads;
     cfg.rtc_lock = o.rtc_lock;
     cfg.device_index = o.device_index;
+    cfg.block_size = o.block_size;
     cfg.verbose = o.verbose;
     BenchResult r;
     r.num_envs = n;
@@ -236,6 +237,7 @@ Result<json> run_bench(const BenchOptions& o) {
                 {"threads", o.threads},
                 {"rtc_lock", o.rtc_lock},
                 {"sync_every", o.sync_every},
+                {"block_size", o.block_size},
                 {"device_index", o.device_index},
                 {"actions", "none"},
                 {"kernel_key", kernel_key.empty() ? json(nullptr) : json(kernel_key)}}},

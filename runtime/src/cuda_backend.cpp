@@ -50,8 +50,14 @@ Result<std::shared_ptr<CudaContext>> shared_context(int device_index) {
   return shared;
 }
 
-// CUDA 13's NVRTC emits PTX ISA 9.0 and CUBINs an older driver may not accept; say so.
+// CUDA 13's NVRTC emits PTX ISA 9.0 and CUBINs an older driver may not accept; say so when
+// the driver is older.
 std::string driver_hint(const CudaContext& ctx, const Error& e) {
+  const std::string nv = nvrtc_version();  // "13.0"
+  const int nvrtc =
+      std::atoi(nv.c_str()) * 1000 +
+      (nv.find('.') != std::string::npos ? std::atoi(nv.c_str() + nv.find('.') + 1) * 10 : 0);
+  if (ctx.driver_version() >= nvrtc) return {};
   for (const char* code : {"CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "CUDA_ERROR_INVALID_IMAGE",
                            "CUDA_ERROR_NO_BINARY_FOR_GPU", "CUDA_ERROR_INVALID_PTX"})
     if (e.message.find(code) != std::string::npos)
@@ -102,6 +108,9 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
   if (!ctx) return ctx.take_error();
   b->ctx_ = std::move(*ctx);
   const CudaContext& c = *b->ctx_;
+  if (cfg.block_size != 0)  // before the (slow) compile
+    if (Status st = check_block_size(cfg.block_size, c.max_threads_per_block()); !st)
+      return st.take_error();
 
   auto bundle = TemplateBundle::load(TemplateBundle::default_root());
   if (!bundle) return bundle.take_error();
@@ -115,9 +124,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
   auto loaded = shared_kernel(c, b->kernel_);
   if (!loaded) return loaded.take_error();
   b->loaded_ = std::move(*loaded);
-  auto shape = occupancy_launch_shape(c.driver(), b->loaded_->function, cfg.num_envs);
-  if (!shape) return shape.take_error();
-  b->shape_ = *shape;
+  b->shape_ = throughput_launch_shape({c.multiprocessors(), c.max_threads_per_block()},
+                                      cfg.num_envs, cfg.block_size);
   auto stream = CudaStream::create(c);
   if (!stream) return stream.take_error();
   b->stream_ = std::move(*stream);
@@ -127,14 +135,21 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
   struct Alloc {
     DeviceBuffer* buf;
     size_t bytes;
+    const char* what;
   };
-  for (const Alloc& a :
-       {Alloc{&b->soa_buf_, b->layout_.soa_bytes}, Alloc{&b->mem_buf_, b->layout_.mem_bytes},
-        Alloc{&b->rom_buf_, rom.bytes.size()}, Alloc{&b->actions_buf_, n * sizeof(int32_t)},
-        Alloc{&b->obs_buf_, n * kObsDim * sizeof(float)},
-        Alloc{&b->reward_buf_, n * sizeof(float)}}) {
+  for (const Alloc& a : {Alloc{&b->soa_buf_, b->layout_.soa_bytes, "the register arrays"},
+                         Alloc{&b->mem_buf_, b->layout_.mem_bytes, "env memory"},
+                         Alloc{&b->rom_buf_, rom.bytes.size(), "the ROM"},
+                         Alloc{&b->actions_buf_, n * sizeof(int32_t), "actions"},
+                         Alloc{&b->obs_buf_, n * kObsDim * sizeof(float), "observations"},
+                         Alloc{&b->reward_buf_, n * sizeof(float), "rewards"}}) {
     auto buf = DeviceBuffer::alloc(c, a.bytes);
-    if (!buf) return buf.take_error();
+    if (!buf) {
+      Error e = buf.take_error();
+      e.message = "allocating " + std::to_string(a.bytes) + " bytes of device memory for " +
+                  a.what + " (" + std::to_string(n) + " envs): " + e.message;
+      return e;
+    }
     *a.buf = std::move(*buf);
   }
   b->layout_.bind(b->soa_, b->soa_buf_.ptr());

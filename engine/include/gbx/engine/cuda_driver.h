@@ -61,7 +61,18 @@ namespace gbx {
   X(cuStreamSynchronize, PFN_cuStreamSynchronize_v2000, "cuStreamSynchronize",                    \
     "cuStreamSynchronize")                                                                        \
   X(cuOccupancyMaxPotentialBlockSize, PFN_cuOccupancyMaxPotentialBlockSize_v6050,                 \
-    "cuOccupancyMaxPotentialBlockSize", "cuOccupancyMaxPotentialBlockSize")
+    "cuOccupancyMaxPotentialBlockSize", "cuOccupancyMaxPotentialBlockSize")                       \
+  GBX_CUDA_DRIVER_FUNCTIONS_FDOUBLE(X)
+
+// ---- added by fdouble (stream-ordered fills, events) --------------------------------------
+#define GBX_CUDA_DRIVER_FUNCTIONS_FDOUBLE(X)                                                      \
+  X(cuMemsetD8Async, PFN_cuMemsetD8Async_v3020, "cuMemsetD8Async", "cuMemsetD8Async")             \
+  X(cuEventCreate, PFN_cuEventCreate_v2000, "cuEventCreate", "cuEventCreate")                     \
+  X(cuEventDestroy, PFN_cuEventDestroy_v4000, "cuEventDestroy", "cuEventDestroy_v2")              \
+  X(cuEventRecord, PFN_cuEventRecord_v2000, "cuEventRecord", "cuEventRecord")                     \
+  X(cuEventSynchronize, PFN_cuEventSynchronize_v2000, "cuEventSynchronize", "cuEventSynchronize") \
+  X(cuStreamWaitEvent, PFN_cuStreamWaitEvent_v3020, "cuStreamWaitEvent", "cuStreamWaitEvent")
+// ---- end of fdouble's block ----------------------------------------------------------------
 
 // The CUDA version whose ABI the table above uses (cuGetProcAddress' cudaVersion).
 inline constexpr int kCudaDriverAbiVersion = 12000;
@@ -73,8 +84,11 @@ std::string cu_result_name(CUresult r);
 class CudaDriver {
  public:
   // The process-wide driver, loaded and initialised (cuInit) once; later calls return the
-  // same pointer or the same error. The error is ErrorKind::NoDevice with a one-line
-  // message starting "no CUDA device: ".
+  // same pointer or the same error. Where there is no GPU (no libcuda.so.1, only the
+  // toolkit's stub, the driver reports no device) the error is ErrorKind::NoDevice with a
+  // one-line message starting "no CUDA device: "; a driver that is present but unusable
+  // (cuInit or another call fails, an entry point is missing, the library cannot be loaded)
+  // is ErrorKind::Runtime starting "CUDA driver error: " and naming the driver's error.
   static Result<CudaDriver*> get();
   // Loads a specific library (a path or a soname), independent of get(). For tests and
   // diagnostics: loading the toolkit's stub must report the stub.
@@ -138,6 +152,7 @@ class CudaContext {
   int sm() const { return cc_major_ * 10 + cc_minor_; }              // 90
   std::string arch() const { return "sm_" + std::to_string(sm()); }  // "sm_90"
   int multiprocessors() const { return multiprocessors_; }
+  int max_threads_per_block() const { return max_threads_per_block_; }
   int driver_version() const { return driver_->driver_version(); }
 
  private:
@@ -149,6 +164,7 @@ class CudaContext {
   std::string name_;
   int cc_major_ = 0, cc_minor_ = 0;
   int multiprocessors_ = 0;
+  int max_threads_per_block_ = 0;
 };
 
 class CudaStream {
@@ -168,7 +184,9 @@ class CudaStream {
   CUstream stream_ = nullptr;
 };
 
-// Device memory, freed on destruction. A null `stream` means the synchronous copies.
+// Device memory, freed on destruction. Every copy and fill is enqueued on the caller's stream:
+// GBX launches on CU_STREAM_NON_BLOCKING streams, which do not synchronise with the legacy
+// default stream, so a null-stream copy followed by a launch would race on a GPU.
 class DeviceBuffer {
  public:
   static Result<DeviceBuffer> alloc(const CudaContext& ctx, size_t bytes);
@@ -184,9 +202,11 @@ class DeviceBuffer {
     return reinterpret_cast<T*>(static_cast<uintptr_t>(ptr_));
   }
 
-  Status upload(const void* src, size_t bytes, size_t offset = 0, CUstream stream = nullptr);
-  Status download(void* dst, size_t bytes, size_t offset = 0, CUstream stream = nullptr) const;
-  Status fill(uint8_t value);
+  // A null stream is refused (see above). Pageable host memory: an upload's source may be
+  // reused on return; a download's destination is valid after the stream is synchronised.
+  Status upload(const void* src, size_t bytes, size_t offset, CUstream stream);
+  Status download(void* dst, size_t bytes, size_t offset, CUstream stream) const;
+  Status fill(uint8_t value, CUstream stream);
 
  private:
   Status check_range(size_t bytes, size_t offset) const;
@@ -229,6 +249,25 @@ LaunchShape launch_shape(long long threads, int block);
 // covering `threads`.
 Result<LaunchShape> occupancy_launch_shape(const CudaDriver& driver, CUfunction fn,
                                            long long threads, int block_limit = 0);
+
+// What the launch shape depends on (device attributes).
+struct LaunchDevice {
+  int multiprocessors = 0;           // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+  int max_threads_per_block = 1024;  // CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+};
+
+// The block size GBX launches with when none is asked for.
+inline constexpr int kDefaultBlockSize = 128;
+
+// One thread per env, shaped for throughput: blocks of kDefaultBlockSize (4 warps, one per
+// SM sub-partition scheduler) once there are enough envs for a block on every SM; below
+// that, the largest of 64 and 32 that still gives every SM a block (32 when even that is
+// impossible), since an SM without a block does nothing. `block_size` > 0 overrides
+// (checked by check_block_size). A pure function: unit-tested with H100/A100/L4 attributes.
+LaunchShape throughput_launch_shape(const LaunchDevice& dev, long long envs, int block_size = 0);
+
+// --block-size: a multiple of 32 from 32 to the device's limit (1024 when unknown).
+Status check_block_size(int block_size, int max_threads_per_block = 1024);
 
 // args: one pointer per kernel parameter, e.g. {&params} for gbx_step(const GbxParams p).
 Status launch_kernel(const CudaDriver& driver, CUfunction fn, LaunchShape shape, void** args,

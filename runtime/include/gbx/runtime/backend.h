@@ -48,6 +48,7 @@ struct BackendConfig {
   int release_after_frames = -1;
   // Synthesis debug options (e.g. "ldbb_trap": LD B,B stops the env; testrom uses it).
   std::vector<std::string> debug;
+  int block_size = 0;  // cuda: threads per block (multiple of 32); 0 = throughput_launch_shape
   bool rtc_lock = false;              // cartridge clocks never advance (synthesis parameter)
 };
 

@@ -37,6 +37,7 @@ struct BenchOptions {
   bool rtc_lock = false;  // cartridge clocks frozen (synthesis parameter)
   int64_t sync_every = 64;
   int device_index = 0;
+  int block_size = 0;  // cuda threads per block; 0 = the backend's choice
   std::string label;  // name of the sweep in reports; "" = backend, "-t<threads>" if given
   bool verbose = false;
   // Live progress (one line, replaced as it goes) and a note per finished env count.

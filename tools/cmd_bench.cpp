@@ -35,6 +35,7 @@ struct BenchCli {
   std::string json_path;
   std::string out = "artifacts";
   bool verbose = false;
+  bool rtc_lock = false;
 };
 
 struct ReportCli {
@@ -69,6 +70,7 @@ int cmd_bench(const BenchCli& c) {
   if (!stage) return tool::fail(make_error(ErrorKind::Usage, "unknown stage '" + c.stage + "'"));
   o.stage = *stage;
   o.threads = c.threads;
+  o.rtc_lock = c.rtc_lock;
   o.sync_every = c.sync_every;
   o.block_size = c.block_size;
   o.device_index = c.device_index;
@@ -153,6 +155,7 @@ void register_bench(CLI::App& app, Commands& cmds) {
   c->add_option("--label", b.label, "sweep name in reports (default: backend, -tN with --threads)");
   c->add_option("--json", b.json_path, "write the sweep here instead of OUT/bench/");
   c->add_option("--out", b.out, "output root")->capture_default_str();
+  c->add_flag("--rtc-lock", b.rtc_lock, "freeze cartridge clocks (MBC3 RTC)");
   c->add_flag("--verbose", b.verbose, "backend logs");
   cmds.emplace_back(c, [] { return cmd_bench(b); });
 

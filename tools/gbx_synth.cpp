@@ -30,6 +30,7 @@ struct KernelOptions {
   std::string device = "cpu";
   std::string memory_model = "dmg";
   std::string run_mode = "frames";
+  bool rtc_lock = false;
   std::string arch;  // cuda: comma list; "" = NvrtcOptions' default (sm_80,sm_90)
 };
 
@@ -114,6 +115,7 @@ Result<SynthParams> parse_params(Stage stage, const KernelOptions& o) {
   p.device = *dev;
   p.memory_model = *mm;
   p.run_mode = *rm;
+  p.rtc_lock = o.rtc_lock;
   return p;
 }
 
@@ -464,6 +466,7 @@ void add_kernel_options(CLI::App* c, KernelOptions& o, bool stage_all) {
   c->add_option("--device", o.device, "cpu | cuda")->capture_default_str();
   c->add_option("--memory-model", o.memory_model, "dmg | flat64k")->capture_default_str();
   c->add_option("--run-mode", o.run_mode, "frames | instructions")->capture_default_str();
+  c->add_flag("--rtc-lock", o.rtc_lock, "cartridge clocks (MBC3 RTC) never advance");
   c->add_option("--arch", o.arch,
                 "cuda: real archs, comma-separated (default: compile --device cuda targets "
                 "the GPU present, else sm_80,sm_90)");

@@ -79,6 +79,7 @@ class Generator {
     out += "#define GBX_STAGE_" + upper(std::string(to_string(params_.stage))) + " 1\n";
     out += "#define GBX_OBS_DIM " + std::to_string(params_.obs_dim) + "\n";
     for (const auto& d : params_.debug) out += "#define GBX_DEBUG_" + upper(d) + " 1\n";
+    if (params_.rtc_lock) out += "#define GBX_RTC_LOCK 1\n";
 
     const std::string prelude =
         manifest_["preludes"].value(std::string(to_string(params_.device)), "");
@@ -98,6 +99,16 @@ class Generator {
     g.params = params_;
     g.source = std::move(out);
     g.entry_point = manifest_.value("entry_point", "gbx_step");
+    if (auto it = manifest_.find("extra_entry_points"); it != manifest_.end()) {
+      if (!it->is_object())
+        return err("templates/manifest.json: extra_entry_points must be an object");
+      for (const auto& el : it->items()) {
+        if (!el.value().is_string())
+          return err("templates/manifest.json: extra_entry_points." + el.key() +
+                     " must be a string");
+        g.extra_entry_points[el.key()] = el.value().get<std::string>();
+      }
+    }
     g.file_name = params_.device == Device::Cuda ? "source.cu" : "source.cpp";
     return g;
   }

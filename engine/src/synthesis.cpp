@@ -69,6 +69,8 @@ std::string SynthParams::canonical() const {
     for (const auto& t : track) all += std::to_string(t.size()) + ":" + t;
     out += ";user_exprs=" + sha256_hex(all).substr(0, 16);
   }
+  // Only when set, so the canonical form (and key) of every existing kernel stays the same.
+  if (rtc_lock) out += ";rtc_lock=1";
   return out;
 }
 

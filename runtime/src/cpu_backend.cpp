@@ -29,7 +29,12 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const Bac
   auto k = build_cpu_kernel(bundle.value(), p, cache);
   if (!k) return k.take_error();
   b->kernel_ = std::move(k.value());
+  b->read_memory_ = reinterpret_cast<CpuReadMemoryFn>(b->kernel_.entry("read_memory"));
+  if (!b->read_memory_)
+    return make_error(ErrorKind::Template,
+                      "templates/manifest.json names no read_memory entry point");
   b->state_ = EnvState(cfg.num_envs, cfg.memory_model, &b->rom_);
+  b->state_.set_memory_reader(b->read_memory_);
   b->reset_image_ = b->power_on_image();
   b->obs_.assign((size_t)cfg.num_envs * obs_dim, 0.0f);
   b->reward_.assign((size_t)cfg.num_envs, 0.0f);
@@ -44,6 +49,7 @@ EnvState CpuBackend::power_on_image() const {
     image.reset_zero();
   else
     image.reset_dmg();
+  if (battery_) image.set_battery(*battery_);
   return image;
 }
 
@@ -120,15 +126,7 @@ Status CpuBackend::run(const std::vector<int32_t>& actions, int frames, const ui
   if (!actions.empty() && (int)actions.size() != n)
     return make_error(ErrorKind::Usage, "step: " + std::to_string(actions.size()) +
                                             " actions for " + std::to_string(n) + " envs");
-  GbxParams p{};
-  p.s = state_.soa();
-  p.rom = rom_.bytes.empty() ? nullptr : rom_.bytes.data();
-  p.rom_size = (unsigned)rom_.bytes.size();
-  p.mbc = (unsigned)rom_.header.mbc;
-  p.mem = state_.mem();
-  p.mem_stride = state_.layout().mem_stride;
-  p.cart_ram_size = rom_.header.ram_size;
-  p.num_envs = n;
+  GbxParams p = state_.kernel_params();
   p.frames = frames;
   p.instr_budget = cfg_.instructions_per_step;
   p.actions = actions.empty() ? nullptr : actions.data();
@@ -178,13 +176,37 @@ Result<CpuState> CpuBackend::get_cpu_state(int env) {
   return state_.cpu_state(env);
 }
 
-Result<std::vector<uint8_t>> CpuBackend::read_memory(int env, uint32_t lo, uint32_t hi) {
+Result<std::vector<uint8_t>> CpuBackend::read_view(int env, uint32_t lo, uint32_t hi, bool raw) {
   if (auto st = check_env(env); !st) return st.take_error();
   if (lo >= hi || hi > 0x10000)
     return make_error(ErrorKind::Usage, "memory range must satisfy lo < hi <= 0x10000");
   std::vector<uint8_t> out(hi - lo);
-  for (uint32_t a = lo; a < hi; ++a) out[a - lo] = state_.peek(env, a);
+  if (auto st = state_.read_memory(env, lo, hi, raw, out.data()); !st) return st.take_error();
   return out;
+}
+
+Result<std::vector<uint8_t>> CpuBackend::read_memory(int env, uint32_t lo, uint32_t hi) {
+  return read_view(env, lo, hi, false);
+}
+
+Result<std::vector<uint8_t>> CpuBackend::read_memory_raw(int env, uint32_t lo, uint32_t hi) {
+  return read_view(env, lo, hi, true);
+}
+
+Status CpuBackend::load_battery(const BatterySave& save) {
+  if (cfg_.memory_model != MemoryModel::Dmg)
+    return make_error(ErrorKind::Usage, "battery RAM needs memory model dmg");
+  battery_ = save;
+  // Now, and in every later reset: the current reset image (power-on or a loaded state)
+  // takes the battery RAM too.
+  state_.set_battery(save);
+  reset_image_.set_battery(save);
+  return ok_status();
+}
+
+Result<BatterySave> CpuBackend::read_battery(int env) {
+  if (auto st = check_env(env); !st) return st.take_error();
+  return state_.battery(env);
 }
 
 Result<std::vector<float>> CpuBackend::read_obs(int env) {

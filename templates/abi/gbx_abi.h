@@ -24,6 +24,16 @@
 // Cartridge controller kinds (from the header's cartridge type byte).
 #define GBX_MBC_NONE 0
 #define GBX_MBC_1 1
+#define GBX_MBC_2 2
+#define GBX_MBC_3 3
+#define GBX_MBC_3_RTC 4       // MBC3 with the real-time clock
+#define GBX_MBC_5 5
+#define GBX_MBC_5_RUMBLE 6    // RAM bank bit 3 drives the motor, not the RAM
+#define GBX_MBC_1M 7          // MBC1 multicart: BANK1 bit 4 is not wired to the ROM
+
+// MBC3 real-time clock: 5 counting registers (S M H DL DH), then the 5 latched copies.
+#define GBX_RTC_BYTES 10
+#define GBX_RTC_CYCLES_PER_SECOND 4194304LL
 
 // Trap kinds: an env that traps stops running; the others go on.
 #define GBX_TRAP_NONE 0
@@ -73,6 +83,10 @@ typedef struct GbxState {
   unsigned char* joyp_held;      // buttons held at the end of the last step (edge detection)
   float* user_prev;                // GBX_USER_TRACK_MAX per env: tracked values at the last step
   unsigned char* user_prev_valid;  // 0 after reset: the next epilog takes prev = current
+  unsigned char* mbc_rom_bank_hi;  // MBC5 ROM bank bit 8
+  unsigned char* mbc_rtc_latch;    // MBC3: last value written to 6000-7FFF (latch on 00 -> 01)
+  unsigned char* rtc_regs;         // GBX_RTC_BYTES per env (MBC3 clock), env-major
+  long long* rtc_second_start;     // cycle_count at which the clock's current second began
 } GbxState;
 
 typedef struct GbxParams {

@@ -37,6 +37,10 @@ struct Bus {
   i64 joyp_event;    // cycle at which the step's buttons are released (release_after_frames)
   i64 apu_synced;    // APU length counters are up to date at this cycle
   u16* apu_length;   // 4 length counters (ch1-ch4), counting down at 256 Hz
+  u8* GBX_RESTRICT rtc;    // MBC3 clock: S M H DL DH counting, then the latched copies
+  i64 rtc_second_start;    // cycle at which the clock's current second began
+  u8 mbc_rom_bank_hi;      // MBC5 ROM bank bit 8
+  u8 mbc_rtc_latch;        // MBC3: last byte written to 6000-7FFF
 };
 
 GBX_FN u8* io_reg(Bus& b, u32 addr) { return b.mem + GBX_MEM_IO + (addr & 0xFFu); }

@@ -28,6 +28,7 @@ struct SynthParams {
   bool has_user_exprs() const {
     return !reward_expr.empty() || !done_expr.empty() || !track.empty();
   }
+  bool rtc_lock = false;           // cartridge clocks (MBC3 RTC) never advance
 
   // Canonical "key=value;..." string used in hashes, metadata and comments.
   std::string canonical() const;

@@ -24,6 +24,14 @@ struct CpuState {
   uint8_t trap_opcode = 0;
 };
 
+// Battery-backed cartridge contents, what a .sav file holds (runtime/src/battery_file.cpp).
+struct BatterySave {
+  std::vector<uint8_t> ram;  // cartridge RAM, the header's size (MBC2: 512 half-bytes)
+  bool has_rtc = false;      // MBC3 clock: S M H DL DH, counting and latched
+  uint8_t rtc_live[5] = {};
+  uint8_t rtc_latched[5] = {};
+};
+
 struct BackendConfig {
   int num_envs = 1;
   int frames_per_step = 1;
@@ -46,6 +54,7 @@ struct BackendConfig {
   std::string reward_expr;
   std::string done_expr;
   std::vector<std::string> track;
+  bool rtc_lock = false;              // cartridge clocks never advance (synthesis parameter)
 };
 
 // The synthesis parameters a kernel backend compiles for this configuration.
@@ -60,6 +69,7 @@ inline SynthParams synth_params_for(const BackendConfig& cfg, Device device, int
   p.reward_expr = cfg.reward_expr;
   p.done_expr = cfg.done_expr;
   p.track = cfg.track;
+  p.rtc_lock = cfg.rtc_lock;
   return p;
 }
 
@@ -102,6 +112,22 @@ class Backend {
   virtual Result<CpuState> get_cpu_state(int env) = 0;
   // Bytes [lo, hi) of env's bus view (hi exclusive, <= 0x10000).
   virtual Result<std::vector<uint8_t>> read_memory(int env, uint32_t lo, uint32_t hi) = 0;
+  // The same range with cartridge RAM as the env holds it (current bank) even while the
+  // controller disables it.
+  virtual Result<std::vector<uint8_t>> read_memory_raw(int env, uint32_t lo, uint32_t hi) {
+    (void)env, (void)lo, (void)hi;
+    return make_error(ErrorKind::Usage, "the " + name() + " backend has no raw memory view");
+  }
+  // Battery RAM (and clock): load_battery puts `save` into every env now and at each reset;
+  // read_battery returns env's.
+  virtual Status load_battery(const BatterySave& save) {
+    (void)save;
+    return make_error(ErrorKind::Usage, "the " + name() + " backend cannot load battery RAM");
+  }
+  virtual Result<BatterySave> read_battery(int env) {
+    (void)env;
+    return make_error(ErrorKind::Usage, "the " + name() + " backend cannot read battery RAM");
+  }
   // Stage outputs and serial capture; empty when the backend does not produce them.
   virtual Result<std::vector<float>> read_obs(int env) {
     (void)env;

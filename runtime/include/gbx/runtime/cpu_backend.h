@@ -2,6 +2,7 @@
 // The cpu backend: the JIT-compiled kernel stepped over all cores (OpenMP), env chunks per
 // thread. State lives in an EnvState the conformance runner may also set directly.
 #include <memory>
+#include <optional>
 
 #include "gbx/engine/kernel_builder.h"
 #include "gbx/runtime/backend.h"
@@ -24,6 +25,9 @@ class CpuBackend : public Backend {
   Status sync() override { return ok_status(); }
   Result<CpuState> get_cpu_state(int env) override;
   Result<std::vector<uint8_t>> read_memory(int env, uint32_t lo, uint32_t hi) override;
+  Result<std::vector<uint8_t>> read_memory_raw(int env, uint32_t lo, uint32_t hi) override;
+  Status load_battery(const BatterySave& save) override;
+  Result<BatterySave> read_battery(int env) override;
   Result<std::vector<float>> read_obs(int env) override;
   Result<float> read_reward(int env) override;
   Result<std::string> serial_output(int env) override;
@@ -50,12 +54,15 @@ class CpuBackend : public Backend {
   CpuBackend() = default;
   Status check_env(int env) const;
   Status run(const std::vector<int32_t>& actions, int frames, const uint8_t* mask);
+  Result<std::vector<uint8_t>> read_view(int env, uint32_t lo, uint32_t hi, bool raw);
   // The DMG post-boot (or flat64k all-zero) state of one env.
   EnvState power_on_image() const;
 
   Rom rom_;
   BackendConfig cfg_;
   CpuKernel kernel_;
+  CpuReadMemoryFn read_memory_ = nullptr;  // the kernel's read_memory entry point
+  std::optional<BatterySave> battery_;     // --sav contents, part of every reset image
   EnvState state_;
   // What reset() copies into an env: one image shared by all envs, or one per env.
   EnvState reset_image_;

@@ -1,4 +1,5 @@
 // gbx-run run: run a ROM on a backend and print the final state.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -8,6 +9,7 @@
 #include "gbx/runtime/conformance.h"
 #include "gbx/runtime/rom.h"
 #include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/screen_image.h"
 #include "tool_common.h"
 
 namespace {
@@ -27,15 +29,47 @@ struct RunOptions {
   bool print_state = false;
   bool serial = false;
   bool verbose = false;
+  std::string obs = "vec";
+  std::string obs_format = "full";
+  std::string screenshot;       // PNG of env `env`'s last frame
+  std::string screenshot_grid;  // PNG tiling the first grid_envs envs' last frames
+  int grid_envs = 0;            // 0: min(envs, 64)
 };
+
+Status write_screenshots(Backend& be, const RunOptions& o) {
+  if (!o.screenshot.empty()) {
+    auto screen = be.read_screen(o.env);
+    if (!screen) return screen.take_error();
+    if (auto st = write_png(o.screenshot, screen_image(screen.value())); !st) return st;
+    std::printf("screenshot: env %d -> %s\n", o.env, o.screenshot.c_str());
+  }
+  if (!o.screenshot_grid.empty()) {
+    const int n =
+        o.grid_envs > 0 ? std::min(o.grid_envs, be.num_envs()) : std::min(be.num_envs(), 64);
+    std::vector<std::vector<uint8_t>> screens;
+    for (int i = 0; i < n; ++i) {
+      auto screen = be.read_screen(i);
+      if (!screen) return screen.take_error();
+      screens.push_back(std::move(screen.value()));
+    }
+    int columns = 1;
+    while (columns * columns < n) ++columns;
+    if (auto st = write_png(o.screenshot_grid, screen_grid(screens, columns)); !st) return st;
+    std::printf("screenshot grid: envs 0..%d -> %s\n", n - 1, o.screenshot_grid.c_str());
+  }
+  return ok_status();
+}
 
 // Serial text as one line: C escapes for quotes, backslashes and non-printable bytes.
 std::string escape(const std::string& s) {
   std::string out;
   for (unsigned char ch : s) {
-    if (ch == '\n') out += "\\n";
-    else if (ch == '"' || ch == '\\') out += std::string("\\") + (char)ch;
-    else if (ch >= 0x20 && ch < 0x7F) out += (char)ch;
+    if (ch == '\n')
+      out += "\\n";
+    else if (ch == '"' || ch == '\\')
+      out += std::string("\\") + (char)ch;
+    else if (ch >= 0x20 && ch < 0x7F)
+      out += (char)ch;
     else {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\x%02X", ch);
@@ -68,9 +102,21 @@ int cmd_run(const RunOptions& o) {
   if (o.frames < 1) return tool::fail(make_error(ErrorKind::Usage, "--frames must be at least 1"));
   if (o.frames_per_step < 1)
     return tool::fail(make_error(ErrorKind::Usage, "--frames-per-step must be at least 1"));
+  auto obs = parse_obs_kind(o.obs);
+  if (!obs)
+    return tool::fail(make_error(ErrorKind::Usage, "unknown --obs '" + o.obs + "' (vec, pixels)"));
+  auto obs_format = parse_obs_format(o.obs_format);
+  if (!obs_format)
+    return tool::fail(make_error(
+        ErrorKind::Usage, "unknown --obs-format '" + o.obs_format + "' (full, half, packed)"));
+  if (o.grid_envs < 0) return tool::fail(make_error(ErrorKind::Usage, "--grid-envs must be >= 0"));
   auto rom = load_rom(o.rom);
   if (!rom) return tool::fail(rom.error());
   BackendConfig cfg;
+  cfg.obs = *obs;
+  cfg.obs_format = *obs_format;
+  // A screenshot asks for a kernel that renders, whatever the stage.
+  cfg.render = !o.screenshot.empty() || !o.screenshot_grid.empty();
   cfg.num_envs = (int)o.envs;
   cfg.frames_per_step = o.frames_per_step;
   cfg.stage = *stage;
@@ -100,6 +146,7 @@ int cmd_run(const RunOptions& o) {
     if (!s) return tool::fail(s.error());
     print_state(o.env, s.value());
   }
+  if (auto st = write_screenshots(be, o); !st) return tool::fail(st.error());
   if (o.serial) {
     for (int i = 0; i < be.num_envs(); ++i) {
       auto text = be.serial_output(i);
@@ -131,6 +178,15 @@ void register_run(CLI::App& app, Commands& cmds) {
   r->add_flag("--print-state", run.print_state, "print env registers");
   r->add_flag("--serial", run.serial, "print each env's serial output");
   r->add_flag("--verbose", run.verbose, "backend logs");
+  r->add_option("--obs", run.obs, "what the obs stages write: vec (obs_v0) | pixels")
+      ->capture_default_str();
+  r->add_option("--obs-format", run.obs_format, "pixels layout: full | half | packed")
+      ->capture_default_str();
+  r->add_option("--screenshot", run.screenshot, "write env --env's last frame to this PNG");
+  r->add_option("--screenshot-grid", run.screenshot_grid,
+                "write the first --grid-envs envs' last frames, tiled, to this PNG");
+  r->add_option("--grid-envs", run.grid_envs, "envs in --screenshot-grid (0: min(envs, 64))")
+      ->capture_default_str();
   cmds.emplace_back(r, [] { return cmd_run(run); });
 }
 

@@ -17,6 +17,7 @@
 
 #include "gbx/runtime/asm.h"
 #include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/ppu_roms.h"
 
 namespace gbx {
 namespace {
@@ -500,6 +501,10 @@ std::vector<BuiltinRom> make_table() {
                kMbc1Expected, frames_for(kMbc1Expected)});
   t.push_back({"PPU_TIMING", "VBlank and LYC interrupts read LY; LY is 0 with the LCD off",
                ppu_timing, kPpuExpected, frames_for(kPpuExpected, 5 * kCyclesPerFrame)});
+  t.push_back({"PPU_BENCH",
+               "pixels benchmark: full-screen BG, window, 40 objects, busy CPU, scroll + OAM DMA "
+               "each frame (never ends)",
+               [] { return build_ppu_rom("ppu_bench").value(); }, "", 0});
   return t;
 }
 

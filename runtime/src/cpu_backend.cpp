@@ -8,8 +8,9 @@ namespace gbx {
 
 Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const BackendConfig& cfg) {
   const int obs_dim = 32;
+  std::vector<OutputSection> one_env;
   if (auto st = check_env_count(cfg.num_envs, cfg.memory_model, rom.header.ram_size,
-                                sizeof(float) * (obs_dim + 1));
+                                output_layout(cfg, 1, one_env));
       !st)
     return st.take_error();
   if (cfg.frames_per_step < 1) return make_error(ErrorKind::Usage, "--frames must be at least 1");
@@ -28,8 +29,7 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const Bac
   if (!k) return k.take_error();
   b->kernel_ = std::move(k.value());
   b->state_ = EnvState(cfg.num_envs, cfg.memory_model, &b->rom_);
-  b->obs_.assign((size_t)cfg.num_envs * obs_dim, 0.0f);
-  b->reward_.assign((size_t)cfg.num_envs, 0.0f);
+  b->out_.assign(output_layout(cfg, cfg.num_envs, b->sections_), 0);
   if (auto st = b->reset(0); !st) return st.take_error();
   return b;
 }
@@ -39,8 +39,7 @@ Status CpuBackend::reset(uint64_t /*seed: reserved for randomized starts*/) {
     state_.reset_zero();
   else
     state_.reset_dmg();
-  std::fill(obs_.begin(), obs_.end(), 0.0f);
-  std::fill(reward_.begin(), reward_.end(), 0.0f);
+  std::fill(out_.begin(), out_.end(), 0);
   return ok_status();
 }
 
@@ -61,9 +60,14 @@ Status CpuBackend::step(const std::vector<int32_t>& actions) {
   p.frames = cfg_.frames_per_step;
   p.instr_budget = cfg_.instructions_per_step;
   p.actions = actions.empty() ? nullptr : actions.data();
-  p.obs = obs_.data();
-  p.reward = reward_.data();
+  p.obs = reinterpret_cast<float*>(section("obs_v0"));
+  p.reward = reinterpret_cast<float*>(section("reward"));
   p.obs_dim = 32;
+  p.pixels = section("pixels");
+  p.done = section("done");
+  p.gather = section("gather");
+  p.gather_addrs = cfg_.gather_addrs.empty() ? nullptr : cfg_.gather_addrs.data();
+  p.gather_count = (int)cfg_.gather_addrs.size();
   const CpuStepFn fn = kernel_.step;
   // Chunks small enough to balance envs that halt or trap against busy ones.
   const int threads = std::min(threads_, n);
@@ -99,14 +103,48 @@ Result<std::vector<uint8_t>> CpuBackend::read_memory(int env, uint32_t lo, uint3
   return out;
 }
 
+uint8_t* CpuBackend::section(const char* name) {
+  for (const auto& s : sections_)
+    if (s.name == name) return out_.data() + s.offset;
+  return nullptr;
+}
+
+Result<OutputBlock> CpuBackend::outputs() {
+  OutputBlock b;
+  b.data = out_.data();
+  b.bytes = out_.size();
+  b.num_envs = state_.num_envs();
+  b.sections = sections_;
+  return b;
+}
+
 Result<std::vector<float>> CpuBackend::read_obs(int env) {
   if (auto st = check_env(env); !st) return st.take_error();
-  return std::vector<float>(obs_.begin() + (long)env * 32, obs_.begin() + (long)(env + 1) * 32);
+  const float* obs = reinterpret_cast<const float*>(section("obs_v0"));
+  if (!obs) return std::vector<float>{};
+  return std::vector<float>(obs + (long)env * 32, obs + (long)(env + 1) * 32);
 }
 
 Result<float> CpuBackend::read_reward(int env) {
   if (auto st = check_env(env); !st) return st.take_error();
-  return reward_[env];
+  return reinterpret_cast<const float*>(section("reward"))[env];
+}
+
+Result<std::vector<uint8_t>> CpuBackend::read_pixels(int env) {
+  if (auto st = check_env(env); !st) return st.take_error();
+  for (const auto& s : sections_)
+    if (s.name == "pixels") {
+      const uint8_t* p = out_.data() + s.offset + (size_t)env * s.bytes_per_env;
+      return std::vector<uint8_t>(p, p + s.bytes_per_env);
+    }
+  return make_error(ErrorKind::Usage, "the kernel has no pixels output (obs kind is not pixels)");
+}
+
+Result<std::vector<uint8_t>> CpuBackend::read_screen(int env) {
+  if (auto st = check_env(env); !st) return st.take_error();
+  if (!synth_renders(kernel_.build.source.params))
+    return make_error(ErrorKind::Usage, "the kernel does not render (ask for render or pixels)");
+  return state_.screen(env);
 }
 
 Status CpuBackend::debug_poke_register(int env, const std::string& reg, uint16_t value) {

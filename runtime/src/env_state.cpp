@@ -231,8 +231,8 @@ uint8_t EnvState::peek(int env, uint32_t addr) const {
     if (addr == 0xFF44) return ly;
     const int64_t dot = pos % 456;
     const uint8_t mode = !on ? 0 : ly >= 144 ? 1 : dot < 80 ? 2 : dot < 252 ? 3 : 0;
-    return (uint8_t)(0x80 | (m[GBX_MEM_IO + 0x41] & 0x78) |
-                     (ly == m[GBX_MEM_IO + 0x45] ? 4 : 0) | mode);
+    return (uint8_t)(0x80 | (m[GBX_MEM_IO + 0x41] & 0x78) | (ly == m[GBX_MEM_IO + 0x45] ? 4 : 0) |
+                     mode);
   }
   return m[GBX_MEM_IO + (addr & 0xFF)];  // TIMA / IF are synced at the end of every step
 }
@@ -250,6 +250,14 @@ const std::vector<size_t>& state_field_sizes() {
 #undef GBX_FIELD_SIZE
   };
   return sizes;
+}
+
+std::vector<uint8_t> EnvState::screen(int env) const {
+  const int front = soa_.lcd_flags[env] & 1;  // GBX_LCD_FLAG_FRONT (templates/hw/lcd.h)
+  const uint8_t* fb = soa_.lcd_fb + ((size_t)env * 2 + (size_t)front) * GBX_FRAMEBUFFER_BYTES;
+  std::vector<uint8_t> out((size_t)GBX_SCREEN_W * GBX_SCREEN_H);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = (uint8_t)((fb[i / 4] >> (6 - 2 * (i % 4))) & 3);
+  return out;
 }
 
 }  // namespace gbx

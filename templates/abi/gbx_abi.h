@@ -4,7 +4,7 @@
 #ifndef GBX_ABI_H
 #define GBX_ABI_H
 
-#define GBX_ABI_VERSION 4
+#define GBX_ABI_VERSION 5
 
 // Per-env writable memory (memory model dmg): only the regions a cartridge cannot supply.
 #define GBX_MEM_VRAM 0x0000u  // 0x8000-0x9FFF
@@ -17,6 +17,11 @@
 #define GBX_MEM_FLAT_SIZE 0x10000u
 
 #define GBX_SERIAL_CAPACITY 1024u
+// Framebuffer: 160x144 shade indices (0-3) at 2 bits a pixel, 40 bytes a row, leftmost pixel
+// in the high bits of a byte; two of them per env (front = last complete frame, back).
+#define GBX_SCREEN_W 160
+#define GBX_SCREEN_H 144
+#define GBX_FRAMEBUFFER_BYTES 5760u
 
 // Cartridge controller kinds (from the header's cartridge type byte).
 #define GBX_MBC_NONE 0
@@ -63,6 +68,9 @@ typedef struct GbxState {
   unsigned char* trap_kind;
   unsigned short* trap_pc;
   unsigned char* trap_opcode;
+  unsigned char* lcd_fb;          // GBX_LCD_FB_BYTES * 2 per env: front and back framebuffer
+  unsigned char* lcd_flags;       // bit 0: front buffer index, bit 1: window WY matched
+  unsigned char* lcd_win_line;    // window internal line counter
 } GbxState;
 
 typedef struct GbxParams {
@@ -83,6 +91,14 @@ typedef struct GbxParams {
   float* reward;              // one float per env
   int obs_dim;
   int reserved0;
+  // Typed outputs beside obs and reward. Backends point all of them into one block so a
+  // step's outputs for every env come back in one copy (README "Kernel outputs").
+  unsigned char* pixels;               // obs kind pixels: bytes per env by obs format
+  unsigned char* done;                 // one byte per env (reserved for done epilogs)
+  unsigned char* gather;               // gather_count bytes per env: mem[gather_addrs[i]]
+  const unsigned short* gather_addrs;  // bus addresses read by the RAM-gather epilog
+  int gather_count;
+  int reserved1;
 } GbxParams;
 
 #endif

@@ -55,6 +55,7 @@ GBX_NOINLINE void io_write(Bus& b, u32 addr, u8 v);
 GBX_FN void oam_dma(Bus& b, u8 page);
 
 GBX_NOINLINE void io_write(Bus& b, u32 addr, u8 v) {
+  if (addr - 0xFF40u < 0x0Cu) lcd_before_write(b);
   switch (addr) {
     case 0xFF00: *io_reg(b, addr) = (u8)(0xC0 | (v & 0x30) | 0x0F); return;
     case 0xFF02:
@@ -77,6 +78,7 @@ GBX_NOINLINE void io_write(Bus& b, u32 addr, u8 v) {
     case 0xFF40:
       ppu_service(b, io_time(b));  // interrupts due before this write happen first
       ppu_write_lcdc(b, v);
+      lcd_lcdc_written(b);
       break;
     case 0xFF41:
       ppu_service(b, io_time(b));

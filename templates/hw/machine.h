@@ -31,6 +31,13 @@ struct Bus {
   i64 dma_end;       // the OAM DMA in progress owns its bus until this cycle
   u8* GBX_RESTRICT serial_buf;
   u32 serial_len;
+  // Scanline renderer (hw/lcd.h), used only by kernels that draw.
+  i64 lcd_next;      // cycle of the next line end or VBlank the renderer has to process
+  i64 lcd_step_end;  // this step's target cycle (run mode frames)
+  i64 lcd_period;    // cycles from one step end to the next; 0: every frame is drawn
+  u8* GBX_RESTRICT lcd_fb;  // the env's two framebuffers
+  u8 lcd_flags;             // GBX_LCD_FLAG_*
+  u8 lcd_win_line;          // window line counter
 };
 
 GBX_FN u8* io_reg(Bus& b, u32 addr) { return b.mem + GBX_MEM_IO + (addr & 0xFFu); }

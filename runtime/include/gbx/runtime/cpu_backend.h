@@ -22,6 +22,9 @@ class CpuBackend : public Backend {
   Result<std::vector<uint8_t>> read_memory(int env, uint32_t lo, uint32_t hi) override;
   Result<std::vector<float>> read_obs(int env) override;
   Result<float> read_reward(int env) override;
+  Result<OutputBlock> outputs() override;
+  Result<std::vector<uint8_t>> read_pixels(int env) override;
+  Result<std::vector<uint8_t>> read_screen(int env) override;
   Result<std::string> serial_output(int env) override;
   std::string kernel_key() const override { return kernel_.build.key; }
   Status debug_poke_register(int env, const std::string& reg, uint16_t value) override;
@@ -33,13 +36,14 @@ class CpuBackend : public Backend {
  private:
   CpuBackend() = default;
   Status check_env(int env) const;
+  uint8_t* section(const char* name);  // nullptr when this configuration has no such output
 
   Rom rom_;
   BackendConfig cfg_;
   CpuKernel kernel_;
   EnvState state_;
-  std::vector<float> obs_;
-  std::vector<float> reward_;
+  std::vector<uint8_t> out_;  // the output block (output_layout)
+  std::vector<OutputSection> sections_;
   int threads_ = 1;
 };
 

@@ -56,6 +56,8 @@ class EnvState {
   // Side-effect-free read of env's bus view (ROM banking, echo RAM, lazy DIV/TIMA).
   uint8_t peek(int env, uint32_t addr) const;
   std::string serial(int env) const;
+  // env's front framebuffer (the last complete frame), unpacked: 160x144 shades, row-major.
+  std::vector<uint8_t> screen(int env) const;
 
  private:
   void write_boot_vram(uint8_t* vram) const;

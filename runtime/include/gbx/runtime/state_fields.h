@@ -34,5 +34,8 @@
   X(serial_len, 4)                     \
   X(trap_kind, 1)                      \
   X(trap_pc, 2)                        \
-  X(trap_opcode, 1)
+  X(trap_opcode, 1)                    \
+  X(lcd_fb, 2 * GBX_FRAMEBUFFER_BYTES) \
+  X(lcd_flags, 1)                      \
+  X(lcd_win_line, 1)
 // clang-format on

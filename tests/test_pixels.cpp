@@ -157,6 +157,10 @@ void check_golden(const std::string& name, const Screen& model) {
                             " y=" + std::to_string(at / 160) + " got shade " +
                             std::to_string(at >= 0 ? got[at] : 0) + " want " +
                             std::to_string(at >= 0 ? model[at] : 0);
+  if (at >= 0) {  // the picture beside the build, for a look
+    const auto out = std::filesystem::path(GBX_TEST_BUILD_DIR) / (name + ".got.png");
+    (void)write_png(out.string(), screen_image(got));
+  }
   CHECK_MESSAGE(at < 0, where);
 }
 

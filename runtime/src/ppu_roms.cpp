@@ -88,7 +88,8 @@ Result<std::vector<uint8_t>> build_ppu_scene_rom(const PpuScene& scene) {
     a.label(w1).op("LDH A,(a8)", 0x44).op("CP d8", 144).op("JR NZ,r8", w1);
     a.label(w2).op("LDH A,(a8)", 0x44).op("CP d8", 144).op("JR Z,r8", w2);
     a.op("DEC B").op("JR NZ,r8", w1);
-    a.op("LDH A,(a8)", 0x44).op("CP d8", 144).op("JR NZ,r8", w1);
+    const std::string w3 = uniq("w");
+    a.label(w3).op("LDH A,(a8)", 0x44).op("CP d8", 144).op("JR NZ,r8", w3);
     a.op("LD A,d8", scene.lcdc & 0x7F).op("LDH (a8),A", 0x40);
   }
   if (scene.busy) {

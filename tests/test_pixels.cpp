@@ -13,6 +13,7 @@
 #include "gbx/runtime/ppu_roms.h"
 #include "gbx/runtime/rom.h"
 #include "gbx/runtime/screen_image.h"
+#include "test_util.h"
 
 using namespace gbx;
 
@@ -269,4 +270,35 @@ TEST_CASE("pixels: kernels that do not observe pixels do not draw, nor report a 
   CHECK_FALSE(be->read_screen(0).ok());
   CHECK_FALSE(be->read_pixels(0).ok());
   CHECK(be->read_obs(0).value().size() == 32);
+}
+
+TEST_CASE("pixels: gbx-run run --screenshot / --screenshot-grid write PNGs of four greys") {
+  test::TempDir d;
+  const std::string shot = (d.path / "s.png").string(), grid = (d.path / "g.png").string();
+  auto r = test::run_command(test::tool("gbx-run") +
+                             " run --rom builtin:PPU_BENCH --stage emulate_only --envs 5 "
+                             "--frames 12 --frames-per-step 4 --env 3 --screenshot " +
+                             shot + " --screenshot-grid " + grid);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  auto img = read_png(shot);
+  REQUIRE(img.ok());
+  CHECK(img->width == 160);
+  CHECK(img->height == 144);
+  for (uint8_t v : img->pixels) CHECK((v == 0xFF || v == 0xAA || v == 0x55 || v == 0x00));
+  auto g = read_png(grid);
+  REQUIRE(g.ok());
+  CHECK(g->width == 3 * 160 + 2 * 2);  // 5 envs: 3 columns, 2 rows, 2-pixel gaps
+  CHECK(g->height == 2 * 144 + 2);
+  // Env 3 sits at column 0, row 1 of the grid and is the same picture as --env 3's.
+  for (int y = 0; y < 144; ++y)
+    for (int x = 0; x < 160; ++x)
+      CHECK_EQ(g->pixels[(size_t)(146 + y) * g->width + x], img->pixels[(size_t)y * 160 + x]);
+
+  auto bad = test::run_command(
+      test::tool("gbx-run") +
+      " run --rom builtin:PPU_BENCH --stage emulate_only --frames 1 --screenshot " +
+      (d.path / "no" / "such" / "dir.png").string());
+  CHECK(bad.exit_code != 0);
+  CHECK(test::count_lines(bad.output) >= 1);
+  CHECK(bad.output.find("error:") != std::string::npos);
 }

@@ -1,5 +1,7 @@
 #include "gbx/runtime/ppu_roms.h"
 
+#include <cctype>
+
 #include "gbx/runtime/asm.h"
 #include "gbx/runtime/rom_builder.h"
 
@@ -120,7 +122,7 @@ Result<std::vector<uint8_t>> build_ppu_scene_rom(const PpuScene& scene) {
   a.bytes(raster);
 
   RomSpec spec;
-  spec.title = "GBX PPU";
+  spec.title = scene.title;
   if (auto st = a.place(spec); !st) return st.take_error();
   return try_build_rom(spec);
 }
@@ -274,14 +276,26 @@ std::vector<std::string> ppu_rom_names() {
 }
 
 Result<std::vector<uint8_t>> build_ppu_rom(const std::string& name) {
-  if (name == "ppu_bg_scroll") return build_ppu_scene_rom(bg_scroll());
-  if (name == "ppu_window") return build_ppu_scene_rom(window());
-  if (name == "ppu_sprites") return build_ppu_scene_rom(sprites());
-  if (name == "ppu_sprites_8x16") return build_ppu_scene_rom(sprites_8x16());
-  if (name == "ppu_raster_scx") return build_ppu_scene_rom(raster_scx());
-  if (name == "ppu_lcd_off") return build_ppu_scene_rom(lcd_off());
-  if (name == "ppu_bench") return build_ppu_scene_rom(bench());
-  return make_error(ErrorKind::Usage, "unknown PPU test ROM '" + name + "'");
+  PpuScene scene;
+  if (name == "ppu_bg_scroll")
+    scene = bg_scroll();
+  else if (name == "ppu_window")
+    scene = window();
+  else if (name == "ppu_sprites")
+    scene = sprites();
+  else if (name == "ppu_sprites_8x16")
+    scene = sprites_8x16();
+  else if (name == "ppu_raster_scx")
+    scene = raster_scx();
+  else if (name == "ppu_lcd_off")
+    scene = lcd_off();
+  else if (name == "ppu_bench")
+    scene = bench();
+  else
+    return make_error(ErrorKind::Usage, "unknown PPU test ROM '" + name + "'");
+  scene.title.clear();
+  for (char c : name.substr(0, 15)) scene.title += (char)std::toupper((unsigned char)c);
+  return build_ppu_scene_rom(scene);
 }
 
 }  // namespace gbx

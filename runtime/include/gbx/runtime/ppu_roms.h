@@ -22,6 +22,7 @@ struct RasterWrite {
 };
 
 struct PpuScene {
+  std::string title = "GBX PPU";  // cartridge header title (at most 16 characters)
   std::vector<std::pair<uint16_t, std::vector<uint8_t>>> copies;  // bytes into VRAM/OAM/WRAM
   std::vector<std::pair<uint8_t, uint8_t>> regs;                  // (0xFF00 + reg) = value
   uint8_t lcdc = 0x91;

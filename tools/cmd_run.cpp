@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "commands.h"
@@ -9,6 +10,7 @@
 #include "gbx/runtime/conformance.h"
 #include "gbx/runtime/rom.h"
 #include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/save_state.h"
 #include "gbx/runtime/screen_image.h"
 #include "tool_common.h"
 
@@ -34,6 +36,8 @@ struct RunOptions {
   std::string screenshot;       // PNG of env `env`'s last frame
   std::string screenshot_grid;  // PNG tiling the first grid_envs envs' last frames
   int grid_envs = 0;            // 0: min(envs, 64)
+  std::string load_state;       // every env starts from this save state
+  std::string save_state;       // env `env`'s state at the end goes here
 };
 
 Status write_screenshots(Backend& be, const RunOptions& o) {
@@ -112,6 +116,19 @@ int cmd_run(const RunOptions& o) {
   if (o.grid_envs < 0) return tool::fail(make_error(ErrorKind::Usage, "--grid-envs must be >= 0"));
   auto rom = load_rom(o.rom);
   if (!rom) return tool::fail(rom.error());
+  std::vector<uint8_t> start_state;
+  if (!o.load_state.empty()) {
+    auto bytes = read_save_state_file(o.load_state);
+    if (!bytes) return tool::fail(bytes.error());
+    start_state = std::move(bytes.value());
+  }
+  if (!o.save_state.empty()) {
+    // Refuse before running, not after: the frames may take long.
+    const auto dir = std::filesystem::absolute(o.save_state).parent_path();
+    if (!std::filesystem::is_directory(dir))
+      return tool::fail(make_error(
+          ErrorKind::Usage, "--save-state: directory '" + dir.string() + "' does not exist"));
+  }
   BackendConfig cfg;
   cfg.obs = *obs;
   cfg.obs_format = *obs_format;
@@ -129,6 +146,11 @@ int cmd_run(const RunOptions& o) {
   if (o.env < 0 || o.env >= be.num_envs())
     return tool::fail(
         make_error(ErrorKind::Usage, "--env " + std::to_string(o.env) + " out of range"));
+  if (!o.load_state.empty()) {
+    if (auto st = be.set_reset_state({start_state}); !st) return tool::fail(st.error());
+    if (auto st = be.reset(std::vector<uint8_t>((size_t)be.num_envs(), 1)); !st)
+      return tool::fail(st.error());
+  }
   const long long steps = (o.frames + o.frames_per_step - 1) / o.frames_per_step;
   const auto t0 = std::chrono::steady_clock::now();
   for (long long i = 0; i < steps; ++i)
@@ -147,6 +169,13 @@ int cmd_run(const RunOptions& o) {
     print_state(o.env, s.value());
   }
   if (auto st = write_screenshots(be, o); !st) return tool::fail(st.error());
+  if (!o.save_state.empty()) {
+    auto blob = be.save_state(o.env);
+    if (!blob) return tool::fail(blob.error());
+    if (auto st = write_save_state_file(o.save_state, blob.value()); !st)
+      return tool::fail(st.error());
+    std::printf("saved env %d to %s (%zu bytes)\n", o.env, o.save_state.c_str(), blob->size());
+  }
   if (o.serial) {
     for (int i = 0; i < be.num_envs(); ++i) {
       auto text = be.serial_output(i);
@@ -174,7 +203,8 @@ void register_run(CLI::App& app, Commands& cmds) {
       ->capture_default_str();
   r->add_option("--threads", run.threads, "cpu threads (0 = all cores)")->capture_default_str();
   r->add_option("--device-index", run.device_index, "cuda device")->capture_default_str();
-  r->add_option("--env", run.env, "env whose state is printed")->capture_default_str();
+  r->add_option("--env", run.env, "env whose state is printed (and saved by --save-state)")
+      ->capture_default_str();
   r->add_flag("--print-state", run.print_state, "print env registers");
   r->add_flag("--serial", run.serial, "print each env's serial output");
   r->add_flag("--verbose", run.verbose, "backend logs");
@@ -187,6 +217,8 @@ void register_run(CLI::App& app, Commands& cmds) {
                 "write the first --grid-envs envs' last frames, tiled, to this PNG");
   r->add_option("--grid-envs", run.grid_envs, "envs in --screenshot-grid (0: min(envs, 64))")
       ->capture_default_str();
+  r->add_option("--load-state", run.load_state, "save state every env starts from");
+  r->add_option("--save-state", run.save_state, "write env --env's state here at the end");
   cmds.emplace_back(r, [] { return cmd_run(run); });
 }
 

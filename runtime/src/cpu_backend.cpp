@@ -4,6 +4,8 @@
 
 #include <thread>
 
+#include "gbx/runtime/save_state.h"
+
 namespace gbx {
 
 Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const BackendConfig& cfg) {
@@ -30,16 +32,68 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const Bac
   b->kernel_ = std::move(k.value());
   b->state_ = EnvState(cfg.num_envs, cfg.memory_model, &b->rom_);
   b->out_.assign(output_layout(cfg, cfg.num_envs, b->sections_), 0);
+  b->reset_image_ = b->power_on_image();
   if (auto st = b->reset(0); !st) return st.take_error();
   return b;
 }
 
-Status CpuBackend::reset(uint64_t /*seed: reserved for randomized starts*/) {
+EnvState CpuBackend::power_on_image() const {
+  EnvState image(1, cfg_.memory_model, &rom_);
   if (cfg_.memory_model == MemoryModel::Flat64k)
-    state_.reset_zero();
+    image.reset_zero();
   else
-    state_.reset_dmg();
-  std::fill(out_.begin(), out_.end(), 0);
+    image.reset_dmg();
+  return image;
+}
+
+Status CpuBackend::reset(uint64_t /*seed: reserved for randomized starts*/) {
+  return reset(std::vector<uint8_t>((size_t)state_.num_envs(), 1));
+}
+
+Status CpuBackend::reset(const std::vector<uint8_t>& mask) {
+  const int n = state_.num_envs();
+  if ((int)mask.size() != n)
+    return make_error(ErrorKind::Usage, "reset mask has " + std::to_string(mask.size()) +
+                                            " entries for " + std::to_string(n) + " envs");
+  const bool shared = reset_image_.num_envs() == 1;
+#pragma omp parallel for num_threads(std::min(threads_, n)) schedule(static)
+  for (int i = 0; i < n; ++i) {
+    if (!mask[i]) continue;
+    state_.copy_env(i, reset_image_, shared ? 0 : i);
+    clear_outputs(i);
+  }
+  return ok_status();
+}
+
+Status CpuBackend::set_reset_state(const std::vector<std::vector<uint8_t>>& blobs) {
+  const int n = state_.num_envs();
+  if (blobs.empty()) {
+    reset_image_ = power_on_image();
+    return ok_status();
+  }
+  if (blobs.size() != 1 && (int)blobs.size() != n)
+    return make_error(ErrorKind::Usage, "set_reset_state takes 0, 1 or " + std::to_string(n) +
+                                            " blobs, got " + std::to_string(blobs.size()));
+  EnvState image((int)blobs.size(), cfg_.memory_model, &rom_);
+  for (size_t i = 0; i < blobs.size(); ++i)
+    if (Status st = decode_env_state(blobs[i], image, (int)i); !st) {
+      if (blobs.size() == 1) return st;
+      return make_error(ErrorKind::Input,
+                        "reset state " + std::to_string(i) + ": " + st.error().message);
+    }
+  reset_image_ = std::move(image);
+  return ok_status();
+}
+
+Result<std::vector<uint8_t>> CpuBackend::save_state(int env) {
+  if (auto st = check_env(env); !st) return st.take_error();
+  return encode_env_state(state_, env);
+}
+
+Status CpuBackend::load_state(int env, const std::vector<uint8_t>& blob) {
+  if (auto st = check_env(env); !st) return st;
+  if (Status st = decode_env_state(blob, state_, env); !st) return st;
+  clear_outputs(env);
   return ok_status();
 }
 
@@ -101,6 +155,12 @@ Result<std::vector<uint8_t>> CpuBackend::read_memory(int env, uint32_t lo, uint3
   std::vector<uint8_t> out(hi - lo);
   for (uint32_t a = lo; a < hi; ++a) out[a - lo] = state_.peek(env, a);
   return out;
+}
+
+void CpuBackend::clear_outputs(int env) {
+  for (const auto& s : sections_)
+    std::fill_n(out_.begin() + (long)(s.offset + (size_t)env * s.bytes_per_env), s.bytes_per_env,
+                0);
 }
 
 uint8_t* CpuBackend::section(const char* name) {

@@ -154,6 +154,17 @@ void EnvState::reset_dmg() {
   }
 }
 
+void EnvState::copy_env(int dst, const EnvState& src, int src_env) {
+#define GBX_COPY_FIELD(name, size)                                                                \
+  std::memcpy(reinterpret_cast<uint8_t*>(soa_.name) + (size_t)dst * (size_t)(size),               \
+              reinterpret_cast<const uint8_t*>(src.soa_.name) + (size_t)src_env * (size_t)(size), \
+              (size_t)(size));
+  GBX_STATE_FIELDS(GBX_COPY_FIELD)
+#undef GBX_COPY_FIELD
+  std::memcpy(mem(dst), src.mem_.data() + (size_t)src_env * src.layout_.mem_stride,
+              layout_.mem_stride);
+}
+
 CpuState EnvState::cpu_state(int env) const {
   CpuState st;
   st.pc = soa_.pc[env];

@@ -1,6 +1,8 @@
 #include "gbx/runtime/mgba_backend.h"
 
+#include "gbx/engine/cache.h"
 #include "gbx/runtime/env_state.h"
+#include "gbx/runtime/save_state.h"
 
 // clang-format off
 // mGBA's struct layouts depend on its build flags: flags.h must come before any other mGBA
@@ -32,6 +34,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 
 #include "gbx_abi.h"
 
@@ -362,9 +365,24 @@ class WorkerPool {
 
 }  // namespace
 
+// One env's state as read from an mgba blob, checked against the core it will go into.
+struct MgbaSnapshot {
+  int64_t units = 0, frame_units = 0, frames = 0, instr = 0, lag = 0;
+  int32_t action = 0;
+  uint8_t trap_kind = GBX_TRAP_NONE, trap_opcode = 0, last_kind = 0;
+  uint16_t trap_pc = 0;
+  std::vector<uint8_t> serial, sram, core;
+  // The serial transfer in progress, which mGBA 0.10's serializer leaves out.
+  int32_t sio_bits = 0, sio_period = 0, sio_next = 0, sio_until = 0;
+  uint8_t sio_pending_sb = 0, sio_scheduled = 0;
+};
+
 struct MgbaBackend::Impl {
   BackendConfig cfg;
   std::vector<uint8_t> rom;  // shared by every core: mGBA maps a const-memory VFile in place
+  Rom rom_id;                // name and SHA-256 only: what save states are checked against
+  // Validated blobs reset() loads: none = mGBA's skip-BIOS reset, one = shared, or one per env.
+  std::vector<MgbaSnapshot> reset_states;
   std::vector<std::unique_ptr<MgbaEnv>> envs;
   std::unique_ptr<WorkerPool> pool;
   std::vector<float> obs;
@@ -388,6 +406,139 @@ struct MgbaBackend::Impl {
     e.set_keys(0);
     e.clear_counters();
     return ok_status();
+  }
+
+  Result<std::vector<uint8_t>> save_env(MgbaEnv& e) const {
+    // core->saveState would tick a CPU that is between M-cycles up to the next fetch, and
+    // ticking a halted SM83 may never return (see run_unit).
+    if (e.cpu->executionState != SM83_CORE_FETCH)
+      return make_error(ErrorKind::Runtime,
+                        "mgba cannot save this env now: its CPU is halted between M-cycles "
+                        "(mGBA serializes only at an instruction boundary); step it first");
+    std::vector<uint8_t> core(e.core->stateSize(e.core));
+    if (!e.core->saveState(e.core, core.data()))
+      return make_error(ErrorKind::Runtime, "mGBA could not serialize the core");
+    const auto* serial = reinterpret_cast<const uint8_t*>(e.serial.data());
+    std::vector<SaveStateRecord> r = {
+        scalar_record("units", e.units),
+        scalar_record("frame_units", e.frame_units),
+        scalar_record("frames", e.frames),
+        scalar_record("instr", e.instr),
+        // Time mGBA has run past the last accounting point (a halted CPU's jump to its event).
+        scalar_record("unaccounted", e.mgba_time() - e.mgba_mark),
+        scalar_record("action", e.action),
+        scalar_record("trap_kind", e.trap_kind),
+        scalar_record("trap_pc", e.trap_pc),
+        scalar_record("trap_opcode", e.trap_opcode),
+        scalar_record("last_kind", static_cast<uint8_t>(e.last_kind)),
+        {"serial", std::vector<uint8_t>(serial, serial + e.serial.size())},
+        // Cartridge RAM is not part of mGBA's serialized core (mGBA keeps it as save data).
+        {"sram", e.gb->sramSize
+                     ? std::vector<uint8_t>(e.gb->memory.sram, e.gb->memory.sram + e.gb->sramSize)
+                     : std::vector<uint8_t>{}},
+        {"mgba_core", std::move(core)},
+        // mGBA 0.10 does not serialize the link port: a state saved mid-transfer would load
+        // with SC bit 7 set and no transfer running, and a program waiting on it would hang.
+        scalar_record("sio_bits", e.gb->sio.remainingBits),
+        scalar_record("sio_pending_sb", e.gb->sio.pendingSB),
+        scalar_record("sio_period", e.gb->sio.period),
+        scalar_record("sio_next", e.gb->sio.nextEvent),
+        scalar_record("sio_scheduled",
+                      static_cast<uint8_t>(mTimingIsScheduled(&e.gb->timing, &e.gb->sio.event))),
+        scalar_record("sio_until", mTimingUntil(&e.gb->timing, &e.gb->sio.event)),
+    };
+    return write_save_state(rom_id, MemoryModel::Dmg, SaveStateKind::Mgba, r);
+  }
+
+  // Every record present with the size this build's cores need; nothing is applied yet.
+  Result<MgbaSnapshot> parse_snapshot(const std::vector<uint8_t>& blob) const {
+    auto parsed = read_save_state(blob, rom_id, MemoryModel::Dmg, SaveStateKind::Mgba);
+    if (!parsed) return parsed.take_error();
+    const SaveStateBlob& b = *parsed;
+    MgbaSnapshot s;
+    Error err;
+    bool ok = true;
+    auto get = [&](auto& out, const char* name) {
+      if (!ok) return;
+      auto v = scalar_from<std::decay_t<decltype(out)>>(b, name);
+      if (v)
+        out = *v;
+      else
+        ok = false, err = v.take_error();
+    };
+    get(s.units, "units");
+    get(s.frame_units, "frame_units");
+    get(s.frames, "frames");
+    get(s.instr, "instr");
+    get(s.lag, "unaccounted");
+    get(s.action, "action");
+    get(s.trap_kind, "trap_kind");
+    get(s.trap_pc, "trap_pc");
+    get(s.trap_opcode, "trap_opcode");
+    get(s.last_kind, "last_kind");
+    get(s.sio_bits, "sio_bits");
+    get(s.sio_pending_sb, "sio_pending_sb");
+    get(s.sio_period, "sio_period");
+    get(s.sio_next, "sio_next");
+    get(s.sio_scheduled, "sio_scheduled");
+    get(s.sio_until, "sio_until");
+    if (!ok) return err;
+    const MgbaEnv& e = *envs.front();
+    auto bytes = [&](std::vector<uint8_t>& out, const char* name, size_t max,
+                     bool exact) -> Status {
+      const SaveStateRecord* r = find_record(b, name);
+      if (!r)
+        return make_error(ErrorKind::Input, std::string("save state has no '") + name + "' record");
+      if (exact ? r->bytes.size() != max : r->bytes.size() > max)
+        return make_error(ErrorKind::Input,
+                          std::string("save state record '") + name + "' is " +
+                              std::to_string(r->bytes.size()) + " bytes, this core " +
+                              (exact ? "needs " : "takes at most ") + std::to_string(max));
+      out = r->bytes;
+      return ok_status();
+    };
+    if (Status st = bytes(s.serial, "serial", GBX_SERIAL_CAPACITY, false); !st)
+      return st.take_error();
+    if (Status st = bytes(s.sram, "sram", e.gb->sramSize, true); !st) return st.take_error();
+    if (Status st = bytes(s.core, "mgba_core", e.core->stateSize(e.core), true); !st)
+      return st.take_error();
+    return s;
+  }
+
+  Status load_env(MgbaEnv& e, const MgbaSnapshot& s) {
+    // GBDeserialize checks the state before it changes anything, so a refusal leaves the env.
+    if (!e.core->loadState(e.core, s.core.data()))
+      return make_error(ErrorKind::Input, "mGBA refused the core state inside the save state");
+    if (!s.sram.empty()) std::memcpy(e.gb->memory.sram, s.sram.data(), s.sram.size());
+    if (e.gb->sio.driver != &e.tap.driver) GBSIOSetDriver(&e.gb->sio, &e.tap.driver);
+    struct GBSIO& sio = e.gb->sio;
+    sio.remainingBits = s.sio_bits;
+    sio.pendingSB = s.sio_pending_sb;
+    sio.period = s.sio_period;
+    sio.nextEvent = s.sio_next;
+    if (s.sio_scheduled) {
+      // GBDeserialize leaves its event list in timing.reroot; put it back the same way.
+      mTimingSchedule(&e.gb->timing, &sio.event, s.sio_until);
+      e.gb->timing.reroot = e.gb->timing.root;
+      e.gb->timing.root = nullptr;
+    }
+    e.set_keys(s.action);
+    e.units = s.units;
+    e.frame_units = s.frame_units;
+    e.frames = s.frames;
+    e.instr = s.instr;
+    e.mgba_mark = e.mgba_time() - s.lag;
+    e.serial.assign(s.serial.begin(), s.serial.end());
+    e.trap_kind = s.trap_kind;
+    e.trap_pc = s.trap_pc;
+    e.trap_opcode = s.trap_opcode;
+    e.last_kind = static_cast<MgbaStepKind>(s.last_kind);
+    return ok_status();
+  }
+
+  void clear_outputs(int i) {
+    std::fill_n(obs.begin() + static_cast<ptrdiff_t>(i) * kObsDim, kObsDim, 0.0f);
+    reward[i] = 0.0f;
   }
 
   Result<std::unique_ptr<MgbaEnv>> make_env() {
@@ -481,6 +632,12 @@ Result<std::unique_ptr<MgbaBackend>> MgbaBackend::create(const Rom& rom, const B
   auto impl = std::make_unique<Impl>();
   impl->cfg = cfg;
   impl->rom = rom.bytes;
+  impl->rom_id.name = rom.name;
+  impl->rom_id.sha256 =
+      rom.sha256.size() == 64
+          ? rom.sha256
+          : sha256_hex(std::string_view(reinterpret_cast<const char*>(rom.bytes.data()),
+                                        rom.bytes.size()));
   impl->envs.reserve(static_cast<size_t>(cfg.num_envs));
   for (int i = 0; i < cfg.num_envs; ++i) {
     auto env = impl->make_env();
@@ -501,10 +658,56 @@ int MgbaBackend::num_envs() const { return static_cast<int>(impl_->envs.size());
 
 Status MgbaBackend::reset(uint64_t seed) {
   (void)seed;  // reserved for randomized starts; mGBA's reset is deterministic
-  for (auto& e : impl_->envs)
-    if (Status st = impl_->reset_env(*e); !st) return st;
-  std::fill(impl_->obs.begin(), impl_->obs.end(), 0.0f);
-  std::fill(impl_->reward.begin(), impl_->reward.end(), 0.0f);
+  return reset(std::vector<uint8_t>(impl_->envs.size(), 1));
+}
+
+Status MgbaBackend::reset(const std::vector<uint8_t>& mask) {
+  const int n = num_envs();
+  if (static_cast<int>(mask.size()) != n)
+    return make_error(ErrorKind::Usage, "reset mask has " + std::to_string(mask.size()) +
+                                            " entries for " + std::to_string(n) + " envs");
+  const auto& states = impl_->reset_states;
+  for (int i = 0; i < n; ++i) {
+    if (!mask[i]) continue;
+    MgbaEnv& e = *impl_->envs[i];
+    Status st = states.empty() ? impl_->reset_env(e)
+                               : impl_->load_env(e, states[states.size() == 1 ? 0 : i]);
+    if (!st) return st;
+    impl_->clear_outputs(i);
+  }
+  return ok_status();
+}
+
+Status MgbaBackend::set_reset_state(const std::vector<std::vector<uint8_t>>& blobs) {
+  const int n = num_envs();
+  if (!blobs.empty() && blobs.size() != 1 && static_cast<int>(blobs.size()) != n)
+    return make_error(ErrorKind::Usage, "set_reset_state takes 0, 1 or " + std::to_string(n) +
+                                            " blobs, got " + std::to_string(blobs.size()));
+  std::vector<MgbaSnapshot> states;
+  for (size_t i = 0; i < blobs.size(); ++i) {
+    auto s = impl_->parse_snapshot(blobs[i]);
+    if (!s) {
+      if (blobs.size() == 1) return s.take_error();
+      return make_error(ErrorKind::Input,
+                        "reset state " + std::to_string(i) + ": " + s.error().message);
+    }
+    states.push_back(std::move(*s));
+  }
+  impl_->reset_states = std::move(states);
+  return ok_status();
+}
+
+Result<std::vector<uint8_t>> MgbaBackend::save_state(int env) {
+  if (Status st = impl_->check_env(env); !st) return st.take_error();
+  return impl_->save_env(*impl_->envs[env]);
+}
+
+Status MgbaBackend::load_state(int env, const std::vector<uint8_t>& blob) {
+  if (Status st = impl_->check_env(env); !st) return st;
+  auto s = impl_->parse_snapshot(blob);
+  if (!s) return s.take_error();
+  if (Status st = impl_->load_env(*impl_->envs[env], *s); !st) return st;
+  impl_->clear_outputs(env);
   return ok_status();
 }
 

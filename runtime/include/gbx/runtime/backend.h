@@ -88,8 +88,33 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual int num_envs() const = 0;
-  // Every env to the DMG post-boot state. seed is reserved for randomized starts.
+  // Every env to the reset state: DMG post-boot unless set_reset_state() chose blobs. seed is
+  // reserved for randomized starts.
   virtual Status reset(uint64_t seed) = 0;
+  // Envs whose mask byte is non-zero go back to the reset state, on the device itself; the
+  // others are untouched. mask has one byte per env.
+  virtual Status reset(const std::vector<uint8_t>& mask) {
+    (void)mask;
+    return unsupported("reset a subset of envs");
+  }
+  // The reset state: no blobs = DMG post-boot, one blob = shared by every env, num_envs()
+  // blobs = one per env. Every blob is checked before any is kept.
+  virtual Status set_reset_state(const std::vector<std::vector<uint8_t>>& blobs) {
+    (void)blobs;
+    return unsupported("keep a reset state");
+  }
+  // One env's machine state as a save-state blob (gbx/runtime/save_state.h), and back. A blob
+  // of another ROM, state ABI, format version or backend kind is refused in one line and
+  // leaves the env untouched.
+  virtual Result<std::vector<uint8_t>> save_state(int env) {
+    (void)env;
+    return unsupported("save states");
+  }
+  virtual Status load_state(int env, const std::vector<uint8_t>& blob) {
+    (void)env;
+    (void)blob;
+    return unsupported("load states");
+  }
   // Advances every env by frames_per_step frames, then runs the stage epilog.
   // actions: one int32 per env (may be empty = no input). May be asynchronous (cuda).
   virtual Status step(const std::vector<int32_t>& actions) = 0;
@@ -134,6 +159,11 @@ class Backend {
     (void)env;
     (void)value;
     return make_error(ErrorKind::Usage, "the " + name() + " backend cannot set register " + reg);
+  }
+
+ protected:
+  Error unsupported(const std::string& what) const {
+    return make_error(ErrorKind::Usage, "the " + name() + " backend cannot " + what + " yet");
   }
 };
 

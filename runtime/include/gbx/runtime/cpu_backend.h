@@ -16,6 +16,10 @@ class CpuBackend : public Backend {
   std::string name() const override { return "cpu"; }
   int num_envs() const override { return state_.num_envs(); }
   Status reset(uint64_t seed) override;
+  Status reset(const std::vector<uint8_t>& mask) override;
+  Status set_reset_state(const std::vector<std::vector<uint8_t>>& blobs) override;
+  Result<std::vector<uint8_t>> save_state(int env) override;
+  Status load_state(int env, const std::vector<uint8_t>& blob) override;
   Status step(const std::vector<int32_t>& actions) override;
   Status sync() override { return ok_status(); }
   Result<CpuState> get_cpu_state(int env) override;
@@ -37,6 +41,9 @@ class CpuBackend : public Backend {
   CpuBackend() = default;
   Status check_env(int env) const;
   uint8_t* section(const char* name);  // nullptr when this configuration has no such output
+  void clear_outputs(int env);         // zeroes env's slice of every output section
+  // The DMG post-boot (or flat64k all-zero) state of one env.
+  EnvState power_on_image() const;
 
   Rom rom_;
   BackendConfig cfg_;
@@ -44,6 +51,8 @@ class CpuBackend : public Backend {
   EnvState state_;
   std::vector<uint8_t> out_;  // the output block (output_layout)
   std::vector<OutputSection> sections_;
+  // What reset() copies into an env: one image shared by all envs, or one per env.
+  EnvState reset_image_;
   int threads_ = 1;
 };
 

@@ -37,6 +37,11 @@ class EnvState {
  public:
   EnvState() = default;
   EnvState(int num_envs, MemoryModel mm, const Rom* rom);
+  // soa_ points into block_: a copy would point into the original.
+  EnvState(const EnvState&) = delete;
+  EnvState& operator=(const EnvState&) = delete;
+  EnvState(EnvState&&) = default;
+  EnvState& operator=(EnvState&&) = default;
 
   int num_envs() const { return layout_.num_envs; }
   const StateLayout& layout() const { return layout_; }
@@ -44,7 +49,14 @@ class EnvState {
   const GbxState& soa() const { return soa_; }
   uint8_t* mem() { return mem_.data(); }
   uint8_t* mem(int env) { return mem_.data() + (size_t)env * layout_.mem_stride; }
+  const uint8_t* mem(int env) const { return mem_.data() + (size_t)env * layout_.mem_stride; }
   uint8_t* soa_block() { return block_.data(); }
+  MemoryModel memory_model() const { return mm_; }
+  const Rom* rom() const { return rom_; }
+
+  // Env `dst` becomes a copy of env `src_env` of `src` (every state field and the per-env
+  // memory); `src` must have the same memory layout per env. Other envs are untouched.
+  void copy_env(int dst, const EnvState& src, int src_env);
 
   // DMG post-boot state (Pan Docs "Power Up Sequence", as mGBA's skip-BIOS start).
   void reset_dmg();

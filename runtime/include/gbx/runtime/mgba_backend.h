@@ -21,6 +21,7 @@
 //   GBX_TRAP_ILLEGAL_OPCODE with its PC and opcode (mGBA itself would hang on it).
 // - read_memory is the CPU's view with two exceptions: OAM is returned raw (mGBA's view
 //   hides it in PPU modes 2-3) and JOYP is computed without raising the joypad interrupt.
+// - Save states: see save_state() below.
 // - Serial: bytes are captured when the program writes SC with bits 7 and 0 set (start,
 //   internal clock): the SB value at that moment. At most GBX_SERIAL_CAPACITY bytes.
 #include <cstdint>
@@ -47,6 +48,16 @@ class MgbaBackend final : public Backend {
   std::string name() const override { return "mgba"; }
   int num_envs() const override;
   Status reset(uint64_t seed) override;
+  Status reset(const std::vector<uint8_t>& mask) override;
+  Status set_reset_state(const std::vector<std::vector<uint8_t>>& blobs) override;
+  // mgba blobs hold mGBA's own serialized core (core->saveState), what mGBA 0.10 leaves out
+  // of it (cartridge RAM, a serial transfer in progress) and the GBX counters (cycles, frames,
+  // instructions, serial capture, trap). Kernel blobs (cpu,
+  // cuda) are refused: mapping GBX's lazy timer/PPU fields onto mGBA's event scheduler would
+  // not be exact. mGBA serializes only at an instruction boundary, so an env halted between
+  // M-cycles (see run_unit) cannot be saved until it wakes; that is an error, not a wait.
+  Result<std::vector<uint8_t>> save_state(int env) override;
+  Status load_state(int env, const std::vector<uint8_t>& blob) override;
   Status step(const std::vector<int32_t>& actions) override;
   Status sync() override { return ok_status(); }
   Result<CpuState> get_cpu_state(int env) override;

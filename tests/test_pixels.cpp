@@ -302,3 +302,25 @@ TEST_CASE("pixels: gbx-run run --screenshot / --screenshot-grid write PNGs of fo
   CHECK(test::count_lines(bad.output) >= 1);
   CHECK(bad.output.find("error:") != std::string::npos);
 }
+
+TEST_CASE("pixels: save states carry the framebuffer") {
+  BackendConfig cfg;
+  cfg.num_envs = 2;
+  cfg.stage = Stage::ObsOnly;
+  cfg.obs = ObsKind::Pixels;
+  cfg.frames_per_step = 7;
+  auto a = make("builtin:PPU_BENCH", cfg);
+  REQUIRE(a->step({}).ok());
+  auto blob = a->save_state(0);
+  REQUIRE_MESSAGE(blob.ok(), (blob.ok() ? "" : blob.error().message));
+  const Screen saved = a->read_screen(0).value();
+  REQUIRE(a->step({}).ok());
+  const Screen later = a->read_screen(0).value();
+  CHECK(later != saved);  // the ROM scrolls every frame
+
+  auto b = make("builtin:PPU_BENCH", cfg);
+  REQUIRE(b->load_state(1, blob.value()).ok());
+  CHECK(b->read_screen(1).value() == saved);  // loaded, before any step
+  REQUIRE(b->step({}).ok());
+  CHECK(b->read_screen(1).value() == later);
+}

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -258,17 +259,30 @@ TEST_CASE("mgba: serial output is captured") {
   CHECK(b->cycles(0).value() >= write_at + 4096);
   CHECK(b->serial_output(0).value() == "H");
 
-  // The built-in serial ROMs print what their table says.
+  // The built-in serial ROMs print what their table says, except where mGBA 0.10 differs
+  // from the hardware documentation the table follows: then it prints what README's verify
+  // table says it does (TAC re-phasing and no TAC glitch; LCD-on line 0, SCX 7 mode 3,
+  // STAT write in mode 2; no STAT blocking; 0xFF for DMA bus conflicts).
+  const std::map<std::string, std::string> mgba_differs = {
+      {"TIMER_RELOAD", "RELOAD FF 00 04\nCANCEL 77 00\nIGNORE 78 00\nTMA 00\nTAC 11 11\n"},
+      {"PPU_MODES",
+       "FIRST 00 FF\nM3 SCX0 03 00\nM3 SCX7 03 03\nM3 OBJ 03 00\nVRAM FF 5A 5A\nOAM FF 60\n"
+       "HALT IRQ 02\nLY153 00 05\nSTATW 02 02\n"},
+      {"STAT_BLOCK", "BLOCK 06 1D 1E 1F 20 21\nM2 144 90\n"},
+      {"DMA_CONFLICT", "DMA FF FF FF FF\n"}};
   for (const gbx::BuiltinRom& r : gbx::builtin_roms()) {
     if (r.expected_serial.empty() || r.frames_to_finish <= 0) continue;
     CAPTURE(r.name);
+    const auto differs = mgba_differs.find(r.name);
+    const std::string& expected =
+        differs != mgba_differs.end() ? differs->second : r.expected_serial;
     auto rom = gbx::rom_from_bytes(r.name, r.build());
     REQUIRE(rom.ok());
     BackendConfig cfg;
     cfg.frames_per_step = r.frames_to_finish;
     auto rb = make_backend(rom.value(), cfg);
     step(*rb);
-    CHECK(rb->serial_output(0).value() == r.expected_serial);
+    CHECK(rb->serial_output(0).value() == expected);
   }
 }
 

@@ -26,6 +26,7 @@ struct BenchCli {
   double seconds = 2.0;
   long long warmup_steps = 3;
   int frames_per_step = 1;
+  int release_after_frames = -1;
   std::string stage = "full_step";
   int threads = 0;
   long long sync_every = 64;
@@ -63,6 +64,7 @@ int cmd_bench(const BenchCli& c) {
   o.target_seconds = c.seconds;
   o.warmup_steps = c.warmup_steps;
   o.frames_per_step = c.frames_per_step;
+  o.release_after_frames = c.release_after_frames;
   auto stage = parse_stage(c.stage);
   if (!stage) return tool::fail(make_error(ErrorKind::Usage, "unknown stage '" + c.stage + "'"));
   o.stage = *stage;
@@ -158,6 +160,9 @@ void register_bench(CLI::App& app, Commands& cmds) {
   c->add_option("--warmup-steps", b.warmup_steps, "untimed steps before the clock starts")
       ->capture_default_str();
   c->add_option("--frames-per-step", b.frames_per_step, "frames per step")->capture_default_str();
+  c->add_option("--release-after-frames", b.release_after_frames,
+                "buttons are released after N frames of each step (default -1: never)")
+      ->capture_default_str();
   c->add_option("--stage", b.stage, "emulate_only | reward_only | obs_only | full_step")
       ->capture_default_str();
   c->add_option("--threads", b.threads, "cpu/mgba threads (0 = all cores)")->capture_default_str();

@@ -25,6 +25,8 @@ struct RunOptions {
   long long envs = 1;
   long long frames = 60;
   int frames_per_step = 1;
+  int release_after_frames = -1;
+  int action = 0;
   int threads = 0;
   int device_index = 0;
   int env = 0;
@@ -136,6 +138,7 @@ int cmd_run(const RunOptions& o) {
   cfg.render = !o.screenshot.empty() || !o.screenshot_grid.empty();
   cfg.num_envs = (int)o.envs;
   cfg.frames_per_step = o.frames_per_step;
+  cfg.release_after_frames = o.release_after_frames;
   cfg.stage = *stage;
   cfg.threads = o.threads;
   cfg.device_index = o.device_index;
@@ -153,8 +156,11 @@ int cmd_run(const RunOptions& o) {
   }
   const long long steps = (o.frames + o.frames_per_step - 1) / o.frames_per_step;
   const auto t0 = std::chrono::steady_clock::now();
+  if (o.action < 0 || o.action > 0xFF)
+    return tool::fail(make_error(ErrorKind::Usage, "--action must be a button mask 0..255"));
+  const std::vector<int32_t> actions(o.action ? (size_t)be.num_envs() : 0, o.action);
   for (long long i = 0; i < steps; ++i)
-    if (auto st = be.step({}); !st) return tool::fail(st.error());
+    if (auto st = be.step(actions); !st) return tool::fail(st.error());
   if (auto st = be.sync(); !st) return tool::fail(st.error());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double frames = (double)steps * o.frames_per_step * (double)o.envs;
@@ -200,6 +206,13 @@ void register_run(CLI::App& app, Commands& cmds) {
   r->add_option("--envs", run.envs, "number of emulated Game Boys")->capture_default_str();
   r->add_option("--frames", run.frames, "frames to run each env")->capture_default_str();
   r->add_option("--frames-per-step", run.frames_per_step, "frames per step() call")
+      ->capture_default_str();
+  r->add_option("--action", run.action,
+                "buttons every env holds each step (bit 0 A, 1 B, 2 Select, 3 Start, 4 Right, "
+                "5 Left, 6 Up, 7 Down)")
+      ->capture_default_str();
+  r->add_option("--release-after-frames", run.release_after_frames,
+                "buttons are released after N frames of each step (default -1: never)")
       ->capture_default_str();
   r->add_option("--threads", run.threads, "cpu threads (0 = all cores)")->capture_default_str();
   r->add_option("--device-index", run.device_index, "cuda device")->capture_default_str();

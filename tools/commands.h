@@ -18,6 +18,7 @@ void register_conformance(CLI::App& app, Commands& cmds);
 void register_verify(CLI::App& app, Commands& cmds);  // cmd_verify.cpp
 void register_bench(CLI::App& app, Commands& cmds);   // cmd_bench.cpp (bench + report)
 void register_cuda_info(CLI::App& app, Commands& cmds);  // cmd_cuda_info.cpp
+void register_testrom(CLI::App& app, Commands& cmds);    // cmd_testrom.cpp
 
 // Runs the chosen subcommand; a command-line error is one stderr line and exit code 2.
 inline int dispatch(CLI::App& app, Commands& cmds, int argc, char** argv) {

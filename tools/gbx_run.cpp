@@ -11,5 +11,6 @@ int main(int argc, char** argv) {
   gbx::tool::register_verify(app, cmds);
   gbx::tool::register_bench(app, cmds);
   gbx::tool::register_cuda_info(app, cmds);
+  gbx::tool::register_testrom(app, cmds);
   return gbx::tool::dispatch(app, cmds, argc, argv);
 }

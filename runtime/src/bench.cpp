@@ -138,6 +138,7 @@ Result<json> run_bench(const BenchOptions& o) {
     BackendConfig cfg;
     cfg.num_envs = n;
     cfg.frames_per_step = o.frames_per_step;
+    cfg.release_after_frames = o.release_after_frames;
     cfg.stage = o.stage;
     cfg.threads = o.threads;
     cfg.device_index = o.device_index;
@@ -229,6 +230,7 @@ Result<json> run_bench(const BenchOptions& o) {
                 {"target_seconds", o.target_seconds},
                 {"warmup_steps", o.warmup_steps},
                 {"frames_per_step", o.frames_per_step},
+                {"release_after_frames", o.release_after_frames},
                 {"stage", stage},
                 {"threads", o.threads},
                 {"sync_every", o.sync_every},

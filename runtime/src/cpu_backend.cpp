@@ -114,6 +114,10 @@ Status CpuBackend::step(const std::vector<int32_t>& actions) {
   p.frames = cfg_.frames_per_step;
   p.instr_budget = cfg_.instructions_per_step;
   p.actions = actions.empty() ? nullptr : actions.data();
+  if (cfg_.release_after_frames >= 0) {
+    release_.assign((size_t)n, cfg_.release_after_frames);
+    p.release_after_frames = release_.data();
+  }
   p.obs = reinterpret_cast<float*>(section("obs_v0"));
   p.reward = reinterpret_cast<float*>(section("reward"));
   p.obs_dim = 32;

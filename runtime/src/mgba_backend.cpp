@@ -720,8 +720,13 @@ Status MgbaBackend::step(const std::vector<int32_t>& actions) {
   const bool epilog = impl_->cfg.stage != Stage::EmulateOnly;
   impl_->pool->run(n, [&](int i) {
     MgbaEnv& e = *impl_->envs[i];
-    e.set_keys(actions.empty() ? 0 : actions[i]);
-    for (int f = 0; f < frames; ++f) e.run_frame();
+    const int32_t action = actions.empty() ? 0 : actions[i];
+    const int release = impl_->cfg.release_after_frames;
+    e.set_keys(release == 0 ? 0 : action);
+    for (int f = 0; f < frames; ++f) {
+      if (f > 0 && f == release) e.set_keys(0);  // release_after_frames, as the kernel does
+      e.run_frame();
+    }
     if (epilog) impl_->run_epilog(i);
   });
   return ok_status();

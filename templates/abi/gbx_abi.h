@@ -30,6 +30,7 @@
 // Trap kinds: an env that traps stops running; the others go on.
 #define GBX_TRAP_NONE 0
 #define GBX_TRAP_ILLEGAL_OPCODE 1
+#define GBX_TRAP_LD_B_B 2  // debug option ldbb_trap: LD B,B reached (test-ROM convention)
 
 // CPU run state.
 #define GBX_RUN_ACTIVE 0
@@ -68,7 +69,11 @@ typedef struct GbxState {
   unsigned char* trap_kind;
   unsigned short* trap_pc;
   unsigned char* trap_opcode;
-  unsigned char* lcd_fb;          // GBX_LCD_FB_BYTES * 2 per env: front and back framebuffer
+  long long* tima_reload;        // cycle of the last TIMA reload from TMA, or the pending one
+  long long* apu_synced;         // cycle up to which the APU length counters have counted
+  unsigned short* apu_length;    // 4 per env: length counters of channels 1-4
+  unsigned char* joyp_held;      // buttons held at the end of the last step (edge detection)
+  unsigned char* lcd_fb;          // GBX_FRAMEBUFFER_BYTES * 2 per env: front and back framebuffer
   unsigned char* lcd_flags;       // bit 0: front buffer index, bit 1: window WY matched
   unsigned char* lcd_win_line;    // window internal line counter
 } GbxState;
@@ -86,7 +91,7 @@ typedef struct GbxParams {
   long long instr_budget;     // run mode instructions: instructions per step
   const int* actions;         // reserved: one int32 per env
   const int* joyp_select;     // reserved
-  const int* release_after_frames;  // reserved
+  const int* release_after_frames;  // one int32 per env: release after N frames (< 0: never)
   float* obs;                 // obs_dim floats per env
   float* reward;              // one float per env
   int obs_dim;

@@ -7,27 +7,38 @@ GBX_FN void bus_write(Bus& b, u32 addr, u8 v) { b.mem[addr & 0xFFFFu] = v; }
 GBX_FN void oam_dma(Bus& b, u8 page) { (void)b; (void)page; }
 #else
 // OAM DMA bus conflicts (Pan Docs "OAM DMA Transfer"): for 160 M-cycles the DMA owns the bus
-// its source is on (external: ROM, cartridge RAM, WRAM; or VRAM), and OAM. CPU reads there
-// return 0xFF and writes are lost, so code must run from HRAM meanwhile.
+// its source is on (external: ROM, cartridge RAM, WRAM; or VRAM), and OAM. A CPU read on the
+// DMA's bus gets the byte the DMA is moving in that M-cycle (the bus holds it); OAM reads
+// give 0xFF; writes there are lost. So code must run from HRAM meanwhile.
 GBX_FN u32 dma_bus_of(u32 addr) { return (addr - 0x8000u < 0x2000u) ? 1u : 0u; }
 
+GBX_FN i64 dma_start(const Bus& b) { return b.dma_end - 640; }
+
 GBX_NOINLINE bool dma_blocks(Bus& b, u32 addr) {
-  if (io_time(b) < b.dma_end - 640) return false;  // not started yet
+  if (io_time(b) < dma_start(b)) return false;  // not started yet
   if (addr >= 0xFF00u) return false;
   if (addr >= 0xFE00u) return true;
   return dma_bus_of(addr) == dma_bus_of((u32)*io_reg(b, 0xFF46) << 8);
 }
 
+// What a blocked read returns: on the DMA's source bus, the byte being copied now (already
+// in OAM, which the CPU cannot change meanwhile); OAM itself reads 0xFF.
+GBX_NOINLINE u8 dma_conflict_read(Bus& b, u32 addr) {
+  if (addr - 0xFE00u < 0x100u) return 0xFF;
+  const i64 i = (io_time(b) - dma_start(b)) >> 2;
+  return b.mem[GBX_MEM_OAM + (u32)(i < 160 ? i : 159)];
+}
+
 GBX_NOINLINE u8 bus_read_slow(Bus& b, u32 addr) {
-  if (addr < 0xA000u) return b.mem[GBX_MEM_VRAM + (addr - 0x8000u)];
+  if (addr < 0xA000u) return ppu_vram_locked(b) ? 0xFF : b.mem[GBX_MEM_VRAM + (addr - 0x8000u)];
   if (addr < 0xC000u) return cart_ram_read(b, addr);
   if (addr < 0xFE00u) return b.mem[GBX_MEM_WRAM + ((addr - 0xC000u) & 0x1FFFu)];  // echo
-  if (addr < 0xFF00u) return b.mem[GBX_MEM_OAM + (addr - 0xFE00u)];
+  if (addr < 0xFF00u) return ppu_oam_locked(b) ? 0xFF : b.mem[GBX_MEM_OAM + (addr - 0xFE00u)];
   return io_read(b, addr);
 }
 
 GBX_FN u8 bus_read(Bus& b, u32 addr) {
-  if (GBX_UNLIKELY(io_time(b) < b.dma_end) && dma_blocks(b, addr)) return 0xFF;
+  if (GBX_UNLIKELY(io_time(b) < b.dma_end) && dma_blocks(b, addr)) return dma_conflict_read(b, addr);
   if (addr < 0x4000u) return b.rom0[addr];
   if (addr < 0x8000u) return b.romx[addr - 0x4000u];
   if (addr - 0xC000u < 0x2000u) return b.mem[GBX_MEM_WRAM + (addr - 0xC000u)];
@@ -38,11 +49,20 @@ GBX_FN u8 bus_read(Bus& b, u32 addr) {
 GBX_NOINLINE void bus_write_slow(Bus& b, u32 addr, u8 v) {
   if (addr - 0x8000u < 0x2000u || addr - 0xFE00u < 0x100u) lcd_before_write(b);
   if (addr < 0x8000u) mbc_write(b, addr, v);
-  else if (addr < 0xA000u) b.mem[GBX_MEM_VRAM + (addr - 0x8000u)] = v;
-  else if (addr < 0xC000u) cart_ram_write(b, addr, v);
+  else if (addr < 0xA000u) {
+    if (!ppu_vram_locked(b)) b.mem[GBX_MEM_VRAM + (addr - 0x8000u)] = v;
+  } else if (addr < 0xC000u) cart_ram_write(b, addr, v);
   else if (addr < 0xFE00u) b.mem[GBX_MEM_WRAM + ((addr - 0xC000u) & 0x1FFFu)] = v;
-  else if (addr < 0xFF00u) b.mem[GBX_MEM_OAM + (addr - 0xFE00u)] = v;
-  else io_write(b, addr, v);
+  else if (addr < 0xFF00u) {
+    if (ppu_oam_locked(b)) return;
+    ppu_service(b, io_time(b));
+    b.mem[GBX_MEM_OAM + (addr - 0xFE00u)] = v;
+    // Objects decide the mode 3 length of lines to come, so the HBlank event may move.
+    if (*io_reg(b, 0xFF41) & 0x08) {
+      ppu_schedule(b, io_time(b));
+      events_reschedule(b);
+    }
+  } else io_write(b, addr, v);
 }
 
 GBX_FN void bus_write(Bus& b, u32 addr, u8 v) {
@@ -58,13 +78,24 @@ GBX_FN void bus_write(Bus& b, u32 addr, u8 v) {
   bus_write_slow(b, addr, v);
 }
 
-// OAM DMA: the 160 bytes are copied at once (nothing can observe OAM before the transfer
-// ends); the bus is owned for 160 M-cycles starting two M-cycles after the write, as mGBA
-// schedules it.
+// What the DMA reads: the source bus without the CPU's access windows (DMG: sources at
+// 0xE000 and above read WRAM, like the echo region).
+GBX_FN u8 bus_read_dma(Bus& b, u32 addr) {
+  if (addr < 0x4000u) return b.rom0[addr];
+  if (addr < 0x8000u) return b.romx[addr - 0x4000u];
+  if (addr < 0xA000u) return b.mem[GBX_MEM_VRAM + (addr - 0x8000u)];
+  if (addr < 0xC000u) return cart_ram_read(b, addr);
+  return b.mem[GBX_MEM_WRAM + ((addr - 0xC000u) & 0x1FFFu)];
+}
+
+// OAM DMA: the 160 bytes are copied at once (the CPU cannot observe or change OAM before
+// the transfer ends, and reads of the source bus see exactly these bytes, one per M-cycle).
+// The bus is owned for 160 M-cycles starting two M-cycles after the write (Pan Docs: one
+// M-cycle of set-up after the writing one).
 GBX_FN void oam_dma(Bus& b, u8 page) {
   const u32 src = (u32)page << 8;
   b.dma_end = 0;
-  for (u32 i = 0; i < 160u; ++i) b.mem[GBX_MEM_OAM + i] = bus_read(b, (src + i) & 0xFFFFu);
+  for (u32 i = 0; i < 160u; ++i) b.mem[GBX_MEM_OAM + i] = bus_read_dma(b, (src + i) & 0xFFFFu);
   b.dma_end = io_time(b) + 8 + 640;
 }
 #endif

@@ -1,22 +1,42 @@
 // Interrupt dispatch (Pan Docs "Interrupts"): the highest-priority pending source (lowest
-// bit of IE & IF) is serviced in 5 M-cycles: two idle, push PC, jump to 0x40 + 8 * bit.
+// bit of IE & IF) is serviced in 5 M-cycles: two idle, push PC high, push PC low, jump.
 GBX_FN u32 lowest_bit_index(u8 v) {
   return (v & 1) ? 0 : (v & 2) ? 1 : (v & 4) ? 2 : (v & 8) ? 3 : 4;
 }
 
-GBX_FN void interrupt_dispatch(Cpu& cpu, Bus& bus, u8 pending) {
+GBX_FN void service_events(Bus& bus);
+
+// Which interrupt is taken is decided only after the pushes (mooneye "ie_push", the
+// Cycle-Accurate Game Boy Docs): IE is sampled after the PC high byte is pushed, so a push
+// that lands on IE (SP = 0x0000 -> the byte goes to 0xFFFF) can cancel the dispatch; the
+// low byte's push cannot. With nothing left pending, PC becomes 0x0000 and IF is untouched.
+GBX_FN void interrupt_dispatch(Cpu& cpu, Bus& bus) {
   cpu.ime = 0;
   idle(bus);
   idle(bus);
-  push16(cpu, bus, cpu.pc);
-  const u32 bit = lowest_bit_index(pending);
-  bus.iflag &= (u8)~(1u << bit);
-  cpu.pc = (u16)(0x40u + 8u * bit);
+  wr(bus, --cpu.sp, (u8)(cpu.pc >> 8));
+  const u8 ie = bus.ie;
+  wr(bus, --cpu.sp, (u8)cpu.pc);
+  if (bus.cycles >= bus.next_event) service_events(bus);  // requests raised meanwhile count
+  const u8 pending = (u8)(ie & bus.iflag & 0x1F);
+  if (pending) {
+    const u32 bit = lowest_bit_index(pending);
+    bus.iflag &= (u8)~(1u << bit);
+    cpu.pc = (u16)(0x40u + 8u * bit);
+  } else {
+    cpu.pc = 0x0000;
+  }
   idle(bus);
 }
 
-// Everything scheduled for a cycle at or before now: timer overflows, PPU interrupts, the end
-// of a serial transfer.
+// The buttons held change at `at` (a frame start of the step: press or release).
+GBX_FN void joyp_event_service(Bus& bus) {
+  joyp_update(bus, *io_reg(bus, 0xFF00), 0);
+  bus.joyp_event = GBX_NEVER;
+}
+
+// Everything scheduled for a cycle at or before now: timer reloads, PPU interrupts, the end
+// of a serial transfer, the release of the buttons.
 GBX_FN void service_events(Bus& bus) {
   if (bus.cycles >= bus.timer_event) {
     timer_sync(bus, bus.cycles);
@@ -24,12 +44,15 @@ GBX_FN void service_events(Bus& bus) {
   }
   ppu_service(bus, bus.cycles);
   serial_service(bus, bus.cycles);
+  if (bus.cycles >= bus.joyp_event) joyp_event_service(bus);
   events_reschedule(bus);
 }
 
 // STOP mode (DMG): DIV is reset; the CPU sleeps until a button is pressed.
 GBX_FN void stop_enter(Bus& bus) {
+  apu_sync(bus, io_time(bus));
   timer_write_div(bus, io_time(bus));
+  bus.apu_synced = io_time(bus);
   timer_schedule(bus);
   events_reschedule(bus);
   bus.run_state = GBX_RUN_STOPPED;

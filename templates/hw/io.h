@@ -2,7 +2,8 @@
 // side effects are dispatched here; the rest are plain bytes in the env's I/O page.
 GBX_FN void events_reschedule(Bus& b) {
   i64 next = b.timer_event < b.ppu_event ? b.timer_event : b.ppu_event;
-  b.next_event = b.serial_event < next ? b.serial_event : next;
+  next = b.serial_event < next ? b.serial_event : next;
+  b.next_event = b.joyp_event < next ? b.joyp_event : next;
 }
 
 // Bits that read as 1 whatever was written (unused bits, write-only registers, unmapped
@@ -37,16 +38,110 @@ GBX_FN u8 joyp_read(Bus& b) {
   return (u8)(0xC0 | sel | (~pressed & 0x0F));
 }
 
+// Pan Docs "Joypad Input", "INT $60": the joypad interrupt is requested when one of the
+// input lines P10-P13 goes from high to low, i.e. a selected button is pressed or a select
+// bit exposes a button already held. Both the select write and the buttons changing (at a
+// frame start of the step) are such moments.
+GBX_FN void joyp_update(Bus& b, u8 select_byte, u8 buttons) {
+  const u8 before = joyp_read(b);
+  *io_reg(b, 0xFF00) = (u8)(0xC0 | (select_byte & 0x30) | 0x0F);
+  b.joyp_buttons = buttons;
+  if (before & ~joyp_read(b) & 0x0F) b.iflag |= 0x10;
+}
+
+// APU without sound (Pan Docs "Audio Registers"): registers read back through their masks;
+// NR52 bits 0-3 say which channels are on. A trigger (NRx4 bit 7) with the DAC on turns a
+// channel on; its DAC off (NRx2 & 0xF8 == 0, NR30 bit 7 == 0) turns it off; with length
+// enabled (NRx4 bit 6) the length counter (64 - NRx1 & 63, or 256 - NR31) counts down at
+// 256 Hz and turns the channel off at 0. The 256 Hz clock is the frame sequencer's length
+// step: every 16384 T-cycles of the system counter (DIV bit 5 falling, i.e. every second
+// DIV-APU step of DIV bit 4). Not modelled: CH1 sweep overflow, the extra length clock when
+// length is enabled in the first half of a sequencer period, the sequencer step reset at
+// power on.
+#define GBX_APU_LENGTH_SHIFT 14
+
+GBX_FN u32 apu_nrx4(u32 ch) { return 0xFF14u + 5u * ch; }
+
+GBX_FN void apu_sync(Bus& b, i64 now) {
+  const i64 n = ((now - b.div_epoch) >> GBX_APU_LENGTH_SHIFT) -
+                ((b.apu_synced - b.div_epoch) >> GBX_APU_LENGTH_SHIFT);
+  b.apu_synced = now;
+  if (n <= 0) return;
+  u8* nr52 = io_reg(b, 0xFF26);
+  for (u32 ch = 0; ch < 4; ++ch) {
+    if (!(*io_reg(b, apu_nrx4(ch)) & 0x40) || b.apu_length[ch] == 0) continue;
+    if ((i64)b.apu_length[ch] <= n) {
+      b.apu_length[ch] = 0;
+      *nr52 &= (u8)~(1u << ch);
+    } else {
+      b.apu_length[ch] = (u16)(b.apu_length[ch] - n);
+    }
+  }
+}
+
+GBX_FN bool apu_dac_on(Bus& b, u32 ch) {
+  if (ch == 2) return (*io_reg(b, 0xFF1A) & 0x80) != 0;
+  return (*io_reg(b, 0xFF12 + 5u * ch) & 0xF8) != 0;
+}
+
+GBX_FN void apu_write(Bus& b, u32 addr, u8 v) {
+  const i64 now = io_time(b);
+  apu_sync(b, now);
+  u8* nr52 = io_reg(b, 0xFF26);
+  if (addr == 0xFF26) {
+    if (!(v & 0x80)) {
+      // Power off clears every sound register (wave RAM keeps its bytes).
+      for (u32 r = 0xFF10; r < 0xFF26; ++r) *io_reg(b, r) = io_read_mask(r);
+      *nr52 = 0x70;
+    } else {
+      *nr52 = (u8)(0xF0 | (*nr52 & 0x0F));
+    }
+    return;
+  }
+  const bool length_reg = addr == 0xFF11 || addr == 0xFF16 || addr == 0xFF1B || addr == 0xFF20;
+  const u32 ch = addr == 0xFF1B ? 2u : (addr - 0xFF10u) / 5u;
+  if (addr < 0xFF30) {
+    if (length_reg) b.apu_length[ch] = (u16)(ch == 2 ? 256 - v : 64 - (v & 0x3F));
+    // Powered off, only the length counters take writes (DMG).
+    if (!(*nr52 & 0x80)) return;
+  }
+  *io_reg(b, addr) = (u8)(v | io_read_mask(addr));
+  if (addr >= 0xFF30 || addr > 0xFF23) return;
+  const u32 reg = addr == 0xFF1A ? 0u : addr - 0xFF10u - 5u * ch;
+  if (reg == 4 && (v & 0x80)) {  // trigger
+    if (b.apu_length[ch] == 0) b.apu_length[ch] = (u16)(ch == 2 ? 256 : 64);
+    if (apu_dac_on(b, ch)) *nr52 |= (u8)(1u << ch);
+  }
+  if (!apu_dac_on(b, ch)) *nr52 &= (u8)~(1u << ch);
+}
+
+GBX_FN u8 apu_read(Bus& b, u32 addr) {
+  if (addr == 0xFF26) apu_sync(b, io_time(b));
+  return *io_reg(b, addr);
+}
+
+GBX_FN void service_events(Bus& bus);
+
+// Interrupt requests due at or before `now` (timer reload, PPU, serial) are applied before
+// IF is read or written inside an instruction.
+GBX_FN void events_catch_up(Bus& b, i64 now) {
+  timer_sync(b, now);
+  ppu_service(b, now);
+  serial_service(b, now);
+}
+
 GBX_NOINLINE u8 io_read(Bus& b, u32 addr) {
   switch (addr) {
     case 0xFF00: return joyp_read(b);
     case 0xFF04: return timer_read_div(b);
     case 0xFF05: timer_sync(b, io_time(b)); return *io_reg(b, addr);
-    case 0xFF0F: timer_sync(b, io_time(b)); return (u8)(0xE0 | b.iflag);
+    case 0xFF0F: events_catch_up(b, io_time(b)); return (u8)(0xE0 | b.iflag);
     case 0xFF41: return ppu_stat(b);
     case 0xFF44: return ppu_ly(b);
     case 0xFFFF: return b.ie;
-    default: return *io_reg(b, addr);
+    default:
+      if (addr - 0xFF10u < 0x30u) return apu_read(b, addr);
+      return *io_reg(b, addr);
   }
 }
 
@@ -55,49 +150,50 @@ GBX_NOINLINE void io_write(Bus& b, u32 addr, u8 v);
 GBX_FN void oam_dma(Bus& b, u8 page);
 
 GBX_NOINLINE void io_write(Bus& b, u32 addr, u8 v) {
+  const i64 now = io_time(b);
   if (addr - 0xFF40u < 0x0Cu) lcd_before_write(b);
   switch (addr) {
-    case 0xFF00: *io_reg(b, addr) = (u8)(0xC0 | (v & 0x30) | 0x0F); return;
+    case 0xFF00: joyp_update(b, v, b.joyp_buttons); return;
     case 0xFF02:
       serial_write_sc(b, v);
       events_reschedule(b);
       return;
     case 0xFF04:
-      timer_write_div(b, io_time(b));
+      apu_sync(b, now);  // the length clock follows the system counter being reset
+      timer_write_div(b, now);
+      b.apu_synced = now;
       break;
-    case 0xFF05:
-    case 0xFF06:
-      timer_sync(b, io_time(b));
-      *io_reg(b, addr) = v;
+    case 0xFF05: timer_write_tima(b, now, v); break;
+    case 0xFF06: timer_write_tma(b, now, v); break;
+    case 0xFF07: timer_write_tac(b, now, v); break;
+    case 0xFF0F:
+      events_catch_up(b, now);
+      b.iflag = v & 0x1F;
       break;
-    case 0xFF07:
-      timer_sync(b, io_time(b));
-      *io_reg(b, addr) = (u8)(0xF8 | v);
-      break;
-    case 0xFF0F: b.iflag = v & 0x1F; return;
     case 0xFF40:
-      ppu_service(b, io_time(b));  // interrupts due before this write happen first
+      ppu_service(b, now);  // interrupts due before this write happen first
       ppu_write_lcdc(b, v);
       lcd_lcdc_written(b);
       break;
-    case 0xFF41:
-      ppu_service(b, io_time(b));
-      *io_reg(b, addr) = (u8)(0x80 | (v & 0x78));
-      ppu_schedule(b, io_time(b));
-      break;
+    case 0xFF41: ppu_write_stat(b, v); break;
     case 0xFF44: return;  // LY is read-only
+    case 0xFF43:
     case 0xFF45:
-      ppu_service(b, io_time(b));
-      *io_reg(b, addr) = v;
-      ppu_schedule(b, io_time(b));
-      break;
+    case 0xFF4A:
+    case 0xFF4B: ppu_write_timing_reg(b, addr, v); break;
     case 0xFF46:
       *io_reg(b, addr) = v;
       oam_dma(b, v);
-      return;
+      ppu_schedule(b, now);  // OAM decides future lines' mode 3 length
+      break;
     case 0xFFFF: b.ie = v; return;
-    case 0xFF26: *io_reg(b, addr) = (u8)(0x70 | (v & 0x80)); return;  // APU not emulated
-    default: *io_reg(b, addr) = (u8)(v | io_read_mask(addr)); return;
+    default:
+      if (addr - 0xFF10u < 0x30u) {
+        apu_write(b, addr, v);
+        return;
+      }
+      *io_reg(b, addr) = (u8)(v | io_read_mask(addr));
+      return;
   }
   timer_schedule(b);
   events_reschedule(b);

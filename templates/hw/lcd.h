@@ -22,11 +22,15 @@
 
 #if GBX_RENDER
 
-// Dot of a visible line at which its mode 3 ends and the line is drawn.
+// Dot of a visible line at which it is drawn: the earliest end of mode 3 (mode 2 + 172 dots).
+// ppu_mode3_end gives the exact end (SCX, window and object penalties), but it depends on
+// registers a program may still change before the line; a write between the two points falls
+// inside mode 3, a mid-line effect this renderer does not model either way, and the fixed
+// point keeps catching up cheap on lines that are not drawn.
 GBX_FN i64 lcd_draw_dot(Bus& b, i64 line) {
   (void)b;
   (void)line;
-  return GBX_MODE3_END;
+  return GBX_MODE2_DOTS + GBX_MODE3_MIN_DOTS;
 }
 
 // First renderer event (a visible line's draw point or the VBlank swap) strictly after `after`.

@@ -1,6 +1,8 @@
 // Per-env machine state while an env runs: loaded from the SoA state on entry, stored back on
 // exit. The CPU registers live in Cpu (sm83/cpu.h); everything the bus touches lives here.
 #define GBX_NEVER 0x7fffffffffffffffLL
+// A time long past: "no reload happened recently" (differences with it cannot overflow).
+#define GBX_NEVER_PAST (-(1LL << 62))
 #define GBX_FRAME_CYCLES 70224
 
 struct Bus {
@@ -31,6 +33,10 @@ struct Bus {
   i64 dma_end;       // the OAM DMA in progress owns its bus until this cycle
   u8* GBX_RESTRICT serial_buf;
   u32 serial_len;
+  i64 tima_reload;   // cycle of the last TIMA reload from TMA, or of the pending one
+  i64 joyp_event;    // cycle at which the step's buttons are released (release_after_frames)
+  i64 apu_synced;    // APU length counters are up to date at this cycle
+  u16* apu_length;   // 4 length counters (ch1-ch4), counting down at 256 Hz
   // Scanline renderer (hw/lcd.h), used only by kernels that draw.
   i64 lcd_next;      // cycle of the next line end or VBlank the renderer has to process
   i64 lcd_step_end;  // this step's target cycle (run mode frames)

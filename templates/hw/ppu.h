@@ -1,10 +1,20 @@
-// PPU timing (Pan Docs "Rendering", "LCD Status Registers"), caught up lazily like the timer:
-// LY, the STAT mode and the LYC flag are computed from the cycle counter on access; the
-// VBlank and STAT interrupts are events. A frame is 154 lines of 456 dots; mode 2 (OAM scan)
-// takes dots 0-79, mode 3 (drawing) a fixed 172 dots, then mode 0 (HBlank); lines 144-153
-// are mode 1 (VBlank). Pixels are not rendered yet.
+// PPU timing (Pan Docs "Rendering", "LCD Status Registers", "STAT interrupt"), caught up
+// lazily like the timer: LY, the STAT mode and the LYC flag are computed from the cycle
+// counter on access; the VBlank interrupt and rising edges of the STAT line are events.
+//
+// A frame is 154 lines of 456 dots. Lines 0-143: mode 2 (OAM scan) dots 0-79, mode 3
+// (drawing) from dot 80 for 172 dots plus the penalties of ppu_mode3_end, then mode 0
+// (HBlank). Lines 144-153: mode 1 (VBlank). Pixels are drawn elsewhere (lcd.h); this file
+// only says when things happen.
 #define GBX_LINE_DOTS 456
-#define GBX_MODE3_END 252
+#define GBX_MODE2_DOTS 80
+#define GBX_MODE3_MIN_DOTS 172
+// Pan Docs "LY": on line 153, LY reads 153 only briefly (one M-cycle), then 0 for the rest
+// of the line, and the LYC comparison follows what LY reads.
+#define GBX_LY153_DOTS 4
+// No line's mode 3 ends later than this (80 + 172 + 7 + 6 + 10 objects x 11 + 7 < 384), so
+// later dots are mode 0 without looking at OAM.
+#define GBX_MODE3_MAX_END 384
 
 GBX_FN bool ppu_lcd_on(Bus& b) { return (*io_reg(b, 0xFF40) & 0x80) != 0; }
 
@@ -14,42 +24,110 @@ GBX_FN i64 ppu_pos(Bus& b, i64 at) {
   return (at - b.ppu_epoch) % GBX_FRAME_CYCLES;
 }
 
-GBX_FN u8 ppu_mode_at(i64 pos) {
+// The first line after the LCD is switched on has no OAM scan: it starts in mode 0 instead
+// of mode 2 (Pan Docs "LCD Status Registers": "mode 0 ... also when the LCD is turned on",
+// gbdev wiki). ppu_epoch is the switch-on cycle then.
+GBX_FN bool ppu_first_line(Bus& b, i64 at) { return at - b.ppu_epoch < GBX_LINE_DOTS; }
+
+// The dot at which line `line`'s mode 3 ends (Pan Docs "Mode 3 length"): 80 + 172, plus
+// SCX % 8 (the fine scroll discards pixels), plus 6 when the window starts on the line, plus
+// per object drawn (the first 10 in OAM order whose rows cover the line; OBJ enabled):
+// 6 dots, and for the first object in each 8-pixel background tile 5 - min(5, offset) more
+// (offset = (OAM X + SCX % 8) % 8 inside the tile); an object at OAM X 0 pays SCX % 8 more
+// (Pan Docs: always 11 dots). Objects at X >= 168 are not fetched. Register values are the
+// ones in force now: the renderer (lcd.h) calls this while catching up line by line.
+GBX_NOINLINE i64 ppu_mode3_end(Bus& b, i64 line) {
+  const u8 lcdc = *io_reg(b, 0xFF40);
+  const i64 scx7 = *io_reg(b, 0xFF43) & 7;
+  i64 dots = GBX_MODE2_DOTS + GBX_MODE3_MIN_DOTS + scx7;
+  if ((lcdc & 0x20) && *io_reg(b, 0xFF4A) <= line && *io_reg(b, 0xFF4B) <= 166) dots += 6;
+  if (lcdc & 0x02) {
+    const i64 height = (lcdc & 0x04) ? 16 : 8;
+    u8 tile[10];
+    u8 extra[10];
+    u32 tiles = 0, found = 0;
+    for (u32 i = 0; i < 40u && found < 10u; ++i) {
+      const u8* o = b.mem + GBX_MEM_OAM + 4u * i;
+      const i64 row = line + 16 - (i64)o[0];
+      if (row < 0 || row >= height) continue;
+      ++found;
+      const i64 x = o[1];
+      if (x >= 168) continue;
+      dots += 6;
+      if (x == 0) dots += scx7;
+      const u8 t = (u8)((x + scx7) >> 3);
+      const u8 e = (u8)(5 - ((x + scx7) & 7) > 0 ? 5 - ((x + scx7) & 7) : 0);
+      u32 k = 0;
+      while (k < tiles && tile[k] != t) ++k;
+      if (k == tiles) {
+        tile[tiles] = t;
+        extra[tiles++] = e;
+      } else if (e > extra[k]) {
+        extra[k] = e;
+      }
+    }
+    for (u32 k = 0; k < tiles; ++k) dots += extra[k];
+  }
+  return dots;
+}
+
+// Mode at cycle `at` (0 with the LCD off).
+GBX_FN u8 ppu_mode(Bus& b, i64 at) {
+  if (!ppu_lcd_on(b)) return 0;
+  const i64 pos = ppu_pos(b, at);
   const i64 line = pos / GBX_LINE_DOTS, dot = pos % GBX_LINE_DOTS;
   if (line >= 144) return 1;
-  return dot < 80 ? 2 : dot < GBX_MODE3_END ? 3 : 0;
+  if (dot < GBX_MODE2_DOTS) return ppu_first_line(b, at) ? 0 : 2;
+  if (dot < GBX_MODE2_DOTS + GBX_MODE3_MIN_DOTS) return 3;
+  if (dot >= GBX_MODE3_MAX_END) return 0;
+  return dot < ppu_mode3_end(b, line) ? 3 : 0;
 }
 
-GBX_FN u8 ppu_ly(Bus& b) { return (u8)(ppu_pos(b, io_time(b)) / GBX_LINE_DOTS); }
+GBX_FN u8 ppu_ly_at_pos(i64 pos) {
+  const i64 line = pos / GBX_LINE_DOTS;
+  if (line == 153 && pos % GBX_LINE_DOTS >= GBX_LY153_DOTS) return 0;
+  return (u8)line;
+}
+
+GBX_FN u8 ppu_ly(Bus& b) { return ppu_ly_at_pos(ppu_pos(b, io_time(b))); }
+
+GBX_FN bool ppu_lyc_match(Bus& b, i64 at) {
+  return ppu_ly_at_pos(ppu_pos(b, at)) == *io_reg(b, 0xFF45);
+}
 
 GBX_FN u8 ppu_stat(Bus& b) {
+  const i64 at = io_time(b);
   const u8 stat = *io_reg(b, 0xFF41);
-  const i64 pos = ppu_pos(b, io_time(b));
-  const u8 mode = ppu_lcd_on(b) ? ppu_mode_at(pos) : 0;
-  const u8 coincidence = (u8)(pos / GBX_LINE_DOTS) == *io_reg(b, 0xFF45) ? 4 : 0;
-  return (u8)(0x80 | (stat & 0x78) | coincidence | mode);
+  return (u8)(0x80 | (stat & 0x78) | (ppu_lyc_match(b, at) ? 4 : 0) | ppu_mode(b, at));
 }
 
-// IF bits the PPU raises at exactly this frame position.
-GBX_FN u8 ppu_irq_at(Bus& b, i64 pos) {
+// The STAT interrupt line (Pan Docs "STAT interrupt"): the OR of the enabled sources. Only
+// its rising edge requests the interrupt, so a source that becomes true while another keeps
+// the line high requests nothing ("STAT blocking").
+GBX_FN bool ppu_stat_line(Bus& b, i64 at, u8 stat) {
+  if (!ppu_lcd_on(b) || !(stat & 0x78)) return false;
+  if ((stat & 0x40) && ppu_lyc_match(b, at)) return true;
+  if (!(stat & 0x38)) return false;
+  const u8 mode = ppu_mode(b, at);
+  // DMG: the mode-2 source also pulses at the start of line 144, with VBlank (mooneye
+  // "vblank_stat_intr", verified on DMG/MGB/SGB).
+  const i64 from_vblank = ppu_pos(b, at) - 144 * GBX_LINE_DOTS;
+  const bool oam = mode == 2 || (from_vblank >= 0 && from_vblank < 4);
+  return ((stat & 0x20) && oam) || ((stat & 0x10) && mode == 1) || ((stat & 0x08) && mode == 0);
+}
+
+// IF bits the PPU raises at cycle `at` (a candidate point of ppu_schedule).
+GBX_FN u8 ppu_irq_at(Bus& b, i64 at) {
   const u8 stat = *io_reg(b, 0xFF41);
-  const i64 line = pos / GBX_LINE_DOTS, dot = pos % GBX_LINE_DOTS;
-  u8 irq = 0;
-  if (dot == 0) {
-    if (line == 144) {
-      irq |= 0x01;
-      if (stat & 0x10) irq |= 0x02;
-    }
-    if ((stat & 0x40) && line == *io_reg(b, 0xFF45)) irq |= 0x02;
-    if ((stat & 0x20) && line < 144) irq |= 0x02;
-  } else if (dot == GBX_MODE3_END && line < 144 && (stat & 0x08)) {
-    irq |= 0x02;
-  }
+  const i64 pos = ppu_pos(b, at);
+  u8 irq = (pos == 144 * GBX_LINE_DOTS) ? 0x01 : 0;
+  if (ppu_stat_line(b, at, stat) && !ppu_stat_line(b, at - 1, stat)) irq |= 0x02;
   return irq;
 }
 
-// The next cycle after `after` at which the PPU raises an interrupt (VBlank at least once
-// a frame while the LCD is on).
+// The next cycle after `after` at which the PPU raises an interrupt. The STAT line can only
+// rise at dot 0 of a line (mode 2, mode 1 at line 144, a new LY), at line 153 dot 4 (LY 0)
+// and where mode 3 ends (mode 0); VBlank is line 144 dot 0. Looks at most one frame ahead.
 GBX_FN void ppu_schedule(Bus& b, i64 after) {
   if (!ppu_lcd_on(b)) {
     b.ppu_event = GBX_NEVER;
@@ -57,13 +135,24 @@ GBX_FN void ppu_schedule(Bus& b, i64 after) {
   }
   const i64 pos = ppu_pos(b, after);
   const i64 frame_start = after - pos;
-  // Points of interest are dot 0 and dot 252 of each line; look at most one frame ahead.
+  const u8 stat = *io_reg(b, 0xFF41);
+  if (!(stat & 0x78)) {  // VBlank only
+    const i64 vbl = 144 * GBX_LINE_DOTS;
+    b.ppu_event = frame_start + (pos < vbl ? vbl : vbl + GBX_FRAME_CYCLES);
+    return;
+  }
   const i64 first_line = pos / GBX_LINE_DOTS;
-  for (i64 line = first_line; line <= first_line + 154; ++line) {
-    for (i64 d = 0; d <= GBX_MODE3_END; d += GBX_MODE3_END) {
-      const i64 at = line * GBX_LINE_DOTS + d;
-      if (at > pos && ppu_irq_at(b, at % GBX_FRAME_CYCLES)) {
-        b.ppu_event = frame_start + at;
+  for (i64 l = first_line; l <= first_line + 154; ++l) {
+    const i64 line = l % 154;
+    const i64 base = frame_start + l * GBX_LINE_DOTS;
+    i64 dots[2] = {0, -1};
+    if (line == 153) dots[1] = GBX_LY153_DOTS;
+    else if (line < 144 && (stat & 0x08)) dots[1] = ppu_mode3_end(b, line);
+    for (u32 k = 0; k < 2; ++k) {
+      if (dots[k] < 0) continue;
+      const i64 at = base + dots[k];
+      if (at > after && ppu_irq_at(b, at)) {
+        b.ppu_event = at;
         return;
       }
     }
@@ -73,7 +162,7 @@ GBX_FN void ppu_schedule(Bus& b, i64 after) {
 
 GBX_FN void ppu_service(Bus& b, i64 now) {
   while (b.ppu_event <= now) {
-    b.iflag |= ppu_irq_at(b, ppu_pos(b, b.ppu_event));
+    b.iflag |= ppu_irq_at(b, b.ppu_event);
     ppu_schedule(b, b.ppu_event);
   }
 }
@@ -81,7 +170,40 @@ GBX_FN void ppu_service(Bus& b, i64 now) {
 GBX_FN void ppu_write_lcdc(Bus& b, u8 v) {
   const bool was_on = ppu_lcd_on(b);
   *io_reg(b, 0xFF40) = v;
-  // Switching the LCD on starts a frame at line 0.
+  // Switching the LCD on starts a frame at line 0 (its first line without an OAM scan).
   if (!was_on && (v & 0x80)) b.ppu_epoch = io_time(b);
   ppu_schedule(b, io_time(b));
 }
+
+// STAT write. DMG bug (Pan Docs "STAT modes" / gbdev "STAT write bug"): for one cycle the
+// write acts as if every source were enabled, so in mode 0 or 1, or with LY = LYC, the line
+// rises (if it was low) and requests a STAT interrupt. Mode 2 is not affected.
+GBX_FN void ppu_write_stat(Bus& b, u8 v) {
+  const i64 at = io_time(b);
+  ppu_service(b, at);
+  const u8 old = *io_reg(b, 0xFF41);
+  const bool was = ppu_stat_line(b, at, old);
+  *io_reg(b, 0xFF41) = (u8)(0x80 | (v & 0x78));
+  if (!was && ppu_lcd_on(b)) {
+    const u8 mode = ppu_mode(b, at);
+    if (mode <= 1 || ppu_lyc_match(b, at) || ppu_stat_line(b, at, *io_reg(b, 0xFF41)))
+      b.iflag |= 0x02;
+  }
+  ppu_schedule(b, at);
+}
+
+// LYC and the timing registers (SCX, WY, WX): a changed comparison can raise the line now.
+GBX_FN void ppu_write_timing_reg(Bus& b, u32 addr, u8 v) {
+  const i64 at = io_time(b);
+  ppu_service(b, at);
+  const u8 stat = *io_reg(b, 0xFF41);
+  const bool was = ppu_stat_line(b, at, stat);
+  *io_reg(b, addr) = v;
+  if (!was && ppu_stat_line(b, at, stat)) b.iflag |= 0x02;
+  ppu_schedule(b, at);
+}
+
+// CPU access windows (Pan Docs "Accessing VRAM and OAM"): VRAM is the PPU's in mode 3, OAM
+// in modes 2 and 3; the CPU then reads 0xFF and its writes are lost.
+GBX_FN bool ppu_vram_locked(Bus& b) { return ppu_mode(b, io_time(b)) == 3; }
+GBX_FN bool ppu_oam_locked(Bus& b) { return ppu_mode(b, io_time(b)) >= 2; }

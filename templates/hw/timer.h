@@ -1,40 +1,81 @@
-// DIV/TIMA/TMA/TAC (Pan Docs "Timer and Divider Registers"). Caught up lazily: on an access
-// to a timer register, and at the next overflow event. Never ticked per M-cycle.
+// DIV/TIMA/TMA/TAC (Pan Docs "Timer and Divider Registers", "Timer obscure behaviour").
+// Caught up lazily: on an access to a timer register, and at the next reload event. Never
+// ticked per M-cycle.
 //
 // The 16-bit system counter is cycles - div_epoch; DIV is its high byte. TIMA counts falling
-// edges of one counter bit (TAC bits 0-1 select bit 9, 3, 5 or 7), i.e. crossings of
-// multiples of 2^(bit+1).
+// edges of one counter bit (TAC bits 0-1 select bit 9, 3, 5 or 7) ANDed with the enable bit,
+// i.e. crossings of multiples of 2^(bit+1) while enabled.
+//
+// Overflow (Pan Docs "Timer overflow behavior"): when TIMA overflows at edge E it reads 00
+// for one M-cycle [E, E+4); at E+4 TMA is copied into TIMA and IF bit 2 is set. A TIMA write
+// inside [E, E+4) cancels both; in the reload M-cycle [E+4, E+8) a TIMA write is ignored and
+// a TMA write is copied into TIMA too. tima_reload is the cycle of the last (or pending)
+// reload: pending while tima_reload > timer_synced.
 GBX_FN u32 timer_shift(u8 tac) {
   const u8 bit = (tac & 3) == 0 ? 9 : (tac & 3) == 1 ? 3 : (tac & 3) == 2 ? 5 : 7;
   return bit + 1;
 }
 
-GBX_FN void timer_add(Bus& b, i64 n) {
+GBX_FN bool timer_reload_pending(const Bus& b) { return b.tima_reload > b.timer_synced; }
+
+// The pending reload, if it is due by `now`.
+GBX_FN void timer_apply_reload(Bus& b, i64 now) {
+  if (timer_reload_pending(b) && b.tima_reload <= now) {
+    *io_reg(b, 0xFF05) = *io_reg(b, 0xFF06);
+    b.iflag |= 0x04;
+  }
+}
+
+// n >= 1 increments, the last of them at cycle `last_edge`, edges `period` T apart (>= 16,
+// so no edge falls inside a reload window). No reload is pending.
+GBX_FN void timer_count(Bus& b, i64 n, i64 last_edge, i64 period, i64 now) {
   u8* tima = io_reg(b, 0xFF05);
-  const u8 tma = *io_reg(b, 0xFF06);
-  i64 rem = 256 - (i64)*tima;
+  const i64 rem = 256 - (i64)*tima;
   if (n < rem) {
     *tima = (u8)(*tima + n);
     return;
   }
-  n -= rem;
-  b.iflag |= 0x04;
-  *tima = (u8)(tma + n % (256 - (i64)tma));
+  // Overflows at increments rem, rem + per, rem + 2 per, ... (per = 256 - TMA); the last
+  // one decides whether its reload is still pending.
+  const i64 per = 256 - (i64)*io_reg(b, 0xFF06);
+  const i64 last_overflow = rem + ((n - rem) / per) * per;  // 1-based increment index
+  const i64 overflow_at = last_edge - (n - last_overflow) * period;
+  b.tima_reload = overflow_at + 4;
+  if (last_overflow > rem) b.iflag |= 0x04;  // earlier overflows have reloaded already
+  if (b.tima_reload > now) {
+    *tima = 0;
+  } else {
+    b.iflag |= 0x04;
+    *tima = (u8)(*io_reg(b, 0xFF06) + (n - last_overflow));
+  }
 }
 
 GBX_FN void timer_sync(Bus& b, i64 now) {
+  if (now <= b.timer_synced) return;
+  timer_apply_reload(b, now);
   const u8 tac = *io_reg(b, 0xFF07);
   if (tac & 4) {
     const u32 s = timer_shift(tac);
-    const i64 n = ((now - b.div_epoch) >> s) - ((b.timer_synced - b.div_epoch) >> s);
-    if (n > 0) timer_add(b, n);
+    const i64 j1 = (now - b.div_epoch) >> s;
+    const i64 n = j1 - ((b.timer_synced - b.div_epoch) >> s);
+    if (n > 0) {
+      b.timer_synced = now;  // the reload applied above is no longer pending
+      timer_count(b, n, b.div_epoch + (j1 << s), (i64)1 << s, now);
+      return;
+    }
   }
   b.timer_synced = now;
 }
 
-// When the next overflow's interrupt becomes visible (overflow + 4: TIMA reads 00 for one
-// M-cycle before TMA is reloaded and IF is set).
+// One increment at cycle `at` (a DIV or TAC write's falling edge); timer synced to `at`.
+GBX_FN void timer_tick_at(Bus& b, i64 at) { timer_count(b, 1, at, 16, at); }
+
+// When the next reload (IF bit 2) happens: the pending one, or the next overflow's.
 GBX_FN void timer_schedule(Bus& b) {
+  if (timer_reload_pending(b)) {
+    b.timer_event = b.tima_reload;
+    return;
+  }
   const u8 tac = *io_reg(b, 0xFF07);
   if (!(tac & 4)) {
     b.timer_event = GBX_NEVER;
@@ -48,11 +89,41 @@ GBX_FN void timer_schedule(Bus& b) {
 
 GBX_FN u8 timer_read_div(Bus& b) { return (u8)((io_time(b) - b.div_epoch) >> 8); }
 
+// The multiplexer output TIMA counts falling edges of: the selected counter bit AND enable.
+GBX_FN bool timer_signal(const Bus& b, u8 tac, i64 at) {
+  return (tac & 4) && (((at - b.div_epoch) >> (timer_shift(tac) - 1)) & 1);
+}
+
 GBX_FN void timer_write_div(Bus& b, i64 now) {
   timer_sync(b, now);
-  const u8 tac = *io_reg(b, 0xFF07);
   // Resetting the counter while the selected bit is 1 is a falling edge: TIMA ticks.
-  if ((tac & 4) && (((now - b.div_epoch) >> (timer_shift(tac) - 1)) & 1)) timer_add(b, 1);
+  const bool edge = timer_signal(b, *io_reg(b, 0xFF07), now);
   b.div_epoch = now;
-  b.timer_synced = now;
+  if (edge) timer_tick_at(b, now);
+}
+
+// Pan Docs "Timer obscure behaviour" (DMG): a TAC write that takes the multiplexer output
+// from 1 to 0 (disabling, or selecting a bit that is 0) is a falling edge: TIMA ticks.
+GBX_FN void timer_write_tac(Bus& b, i64 now, u8 v) {
+  timer_sync(b, now);
+  const u8 old = *io_reg(b, 0xFF07);
+  const u8 tac = (u8)(0xF8 | v);
+  *io_reg(b, 0xFF07) = tac;
+  if (timer_signal(b, old, now) && !timer_signal(b, tac, now)) timer_tick_at(b, now);
+}
+
+GBX_FN void timer_write_tima(Bus& b, i64 now, u8 v) {
+  timer_sync(b, now);
+  if (timer_reload_pending(b)) {
+    b.tima_reload = GBX_NEVER_PAST;  // written in the 00 cycle: no reload, no interrupt
+  } else if (now - b.tima_reload < 4) {
+    return;  // the reload cycle: TMA wins
+  }
+  *io_reg(b, 0xFF05) = v;
+}
+
+GBX_FN void timer_write_tma(Bus& b, i64 now, u8 v) {
+  timer_sync(b, now);
+  *io_reg(b, 0xFF06) = v;
+  if (!timer_reload_pending(b) && now - b.tima_reload < 4) *io_reg(b, 0xFF05) = v;
 }

@@ -36,7 +36,11 @@ struct BackendConfig {
   MemoryModel memory_model = MemoryModel::Dmg;
   RunMode run_mode = RunMode::Frames;
   int64_t instructions_per_step = 1;  // run mode instructions
-  ObsKind obs = ObsKind::Vec;         // what the obs stages write (obs_v0 or the screen)
+  // Buttons of a step's action are held for this many frames, then released (< 0: never).
+  int release_after_frames = -1;
+  // Synthesis debug options (e.g. "ldbb_trap": LD B,B stops the env; testrom uses it).
+  std::vector<std::string> debug;
+  ObsKind obs = ObsKind::Vec;  // what the obs stages write (obs_v0 or the screen)
   ObsFormat obs_format = ObsFormat::Full;
   bool render = false;                 // draw the screen whatever the stage (screenshots)
   std::vector<uint16_t> gather_addrs;  // RAM gather: bytes the obs stages copy out per env
@@ -77,6 +81,7 @@ inline SynthParams synth_params_for(const BackendConfig& cfg, Device device, int
   p.memory_model = cfg.memory_model;
   p.run_mode = cfg.run_mode;
   p.obs_dim = obs_dim;
+  p.debug = cfg.debug;
   p.obs = cfg.obs;
   p.obs_format = cfg.obs_format;
   p.render = cfg.render;

@@ -31,6 +31,7 @@ struct BenchOptions {
   double target_seconds = 2.0;
   int64_t warmup_steps = 3;
   int frames_per_step = 1;
+  int release_after_frames = -1;  // < 0: buttons are never released within a step
   Stage stage = Stage::FullStep;
   int threads = 0;  // cpu / mgba: 0 = all cores
   int64_t sync_every = 64;

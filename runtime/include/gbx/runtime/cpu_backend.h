@@ -53,6 +53,7 @@ class CpuBackend : public Backend {
   std::vector<OutputSection> sections_;
   // What reset() copies into an env: one image shared by all envs, or one per env.
   EnvState reset_image_;
+  std::vector<int32_t> release_;  // release_after_frames for every env
   int threads_ = 1;
 };
 

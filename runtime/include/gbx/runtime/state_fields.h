@@ -35,6 +35,10 @@
   X(trap_kind, 1)                      \
   X(trap_pc, 2)                        \
   X(trap_opcode, 1)                    \
+  X(tima_reload, 8)                    \
+  X(apu_synced, 8)                     \
+  X(apu_length, 8)                     \
+  X(joyp_held, 1)                      \
   X(lcd_fb, 2 * GBX_FRAMEBUFFER_BYTES) \
   X(lcd_flags, 1)                      \
   X(lcd_win_line, 1)

@@ -1,0 +1,33 @@
+#pragma once
+// Test-ROM runner: runs a ROM on one env until it reports a result by one of the common
+// conventions of public Game Boy test suites, or until a frame limit.
+//  - mooneye: `LD B,B` (opcode 0x40) executed with B,C,D,E,H,L = 3,5,8,13,21,34 is a pass,
+//    with all six = 0x42 a failure. Detected with the kernel debug option "ldbb_trap".
+//  - blargg (serial): the text sent over the serial port contains "Passed" or "Failed".
+//  - blargg (memory): A001-A003 hold DE B0 61; A000 is 0x80 while running (0x81: wants a
+//    reset), else the result code (0 = pass); zero-terminated text from A004.
+#include <cstdint>
+#include <string>
+
+#include "gbx/engine/result.h"
+#include "gbx/runtime/rom.h"
+
+namespace gbx {
+
+struct TestRomOptions {
+  std::string backend = "cpu";
+  int64_t max_frames = 3600;  // one emulated minute
+  int frames_per_check = 10;  // results are looked for between steps of this many frames
+  bool verbose = false;
+};
+
+struct TestRomResult {
+  bool passed = false;
+  std::string convention;  // "mooneye", "blargg-serial", "blargg-memory", "" (no verdict)
+  std::string detail;      // what was seen (registers, text, result code, timeout)
+  int64_t frames = 0;      // frames run until the verdict
+};
+
+Result<TestRomResult> run_test_rom(const Rom& rom, const TestRomOptions& options);
+
+}  // namespace gbx

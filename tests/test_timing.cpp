@@ -1,0 +1,201 @@
+// [D].6-8: joypad input and its interrupt, release_after_frames, the instruction-budget HALT
+// fix and the test-ROM runner. (The timer, PPU, DMA, ie_push and APU ROMs print their
+// results and are checked in test_roms_cpu.)
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <fstream>
+
+#include "gbx/runtime/asm.h"
+#include "gbx/runtime/backend.h"
+#include "gbx/runtime/rom_builder.h"
+#include "gbx_abi.h"
+#include "test_util.h"
+
+using namespace gbx;
+
+namespace {
+
+constexpr uint16_t kCount = 0xFF80;   // JOYPAD_IRQ: interrupts taken
+constexpr uint16_t kSeenP1 = 0xFF81;  // JOYPAD_IRQ: P1 as the ISR read it
+constexpr int32_t kA = 0x01, kB = 0x02, kDown = 0x80;
+
+std::unique_ptr<Backend> joypad_backend(const std::string& name, int frames, int release) {
+  auto rom = load_rom("builtin:JOYPAD_IRQ");
+  REQUIRE(rom.ok());
+  BackendConfig cfg;
+  cfg.num_envs = 2;
+  cfg.stage = Stage::EmulateOnly;
+  cfg.frames_per_step = frames;
+  cfg.release_after_frames = release;
+  cfg.threads = 1;
+  auto be = make_backend(name, rom.value(), cfg);
+  REQUIRE_MESSAGE(be.ok(), (be.ok() ? "" : be.error().message));
+  return std::move(be.value());
+}
+
+uint8_t peek(Backend& be, int env, uint16_t addr) {
+  auto m = be.read_memory(env, addr, addr + 1);
+  REQUIRE(m.ok());
+  return m.value()[0];
+}
+
+std::vector<uint8_t> rom_from(Asm& a, RomSpec spec = {}) {
+  REQUIRE(a.place(spec).ok());
+  auto rom = try_build_rom(spec);
+  REQUIRE(rom.ok());
+  return rom.value();
+}
+
+}  // namespace
+
+// Pan Docs "Joypad Input" / "INT $60": the interrupt is requested when a selected input line
+// goes from high to low. The ROM selects the action buttons (P1 = 10).
+TEST_CASE("joypad interrupt on a pressed, selected button, once per press") {
+  for (const std::string backend : {"cpu", "mgba"}) {
+    CAPTURE(backend);
+    auto be = joypad_backend(backend, 2, -1);
+    REQUIRE(be->step({0, 0}).ok());
+    CHECK(peek(*be, 0, kCount) == 0);
+    REQUIRE(be->step({kA, 0}).ok());  // env 0 presses A: P10 falls
+    CHECK(peek(*be, 0, kCount) == 1);
+    CHECK(peek(*be, 0, kSeenP1) == 0xDE);  // 0xC0 | select 10 | A low
+    CHECK(peek(*be, 1, kCount) == 0);      // env 1 pressed nothing
+    REQUIRE(be->step({kA, 0}).ok());       // held: no new edge
+    CHECK(peek(*be, 0, kCount) == 1);
+    REQUIRE(be->step({kDown, 0}).ok());  // a direction: its line is not selected
+    CHECK(peek(*be, 0, kCount) == 1);
+    REQUIRE(be->step({kB, 0}).ok());
+    CHECK(peek(*be, 0, kCount) == 2);
+    CHECK(peek(*be, 0, kSeenP1) == 0xDD);
+  }
+}
+
+// release_after_frames = 1 with 3 frames a step: A is held for the step's first frame only,
+// so the same action in the next step is a new press (a new interrupt); P1 reads released
+// at the end of the step.
+TEST_CASE("release_after_frames releases the buttons inside the step") {
+  for (const std::string backend : {"cpu", "mgba"}) {
+    CAPTURE(backend);
+    auto held = joypad_backend(backend, 3, -1);
+    auto released = joypad_backend(backend, 3, 1);
+    REQUIRE(held->step({0, 0}).ok());  // the ROM sets up P1, IE and IME
+    REQUIRE(released->step({0, 0}).ok());
+    for (int i = 0; i < 3; ++i) {
+      REQUIRE(held->step({kA, kA}).ok());
+      REQUIRE(released->step({kA, kA}).ok());
+    }
+    CHECK(peek(*held, 0, kCount) == 1);
+    CHECK(peek(*released, 0, kCount) == 3);
+    CHECK(peek(*held, 0, 0xFF00) == 0xDE);
+    CHECK(peek(*released, 0, 0xFF00) == 0xDF);
+  }
+  auto none = joypad_backend("cpu", 3, 0);  // 0: released from the start
+  REQUIRE(none->step({0, 0}).ok());
+  REQUIRE(none->step({kA, kA}).ok());
+  CHECK(peek(*none, 0, kCount) == 0);
+}
+
+// The fix of [D].7: HALT with nothing that can wake it (IE = 0, LCD, timer and serial off)
+// in instruction-budget mode used to push the cycle counter to ~2^62 and then spin in the
+// frame-carry loop for ~10^14 iterations.
+TEST_CASE("instruction-budget run with a HALT that nothing wakes finishes at once") {
+  Asm a;
+  a.op("DI").op("XOR A").op("LDH (a8),A", io::kIE).op("LDH (a8),A", io::kLCDC);
+  a.op("LDH (a8),A", io::kTAC).label("halt").op("HALT").op("JR r8", "halt");
+  auto parsed = rom_from_bytes("halt_forever", rom_from(a));
+  REQUIRE(parsed.ok());
+  BackendConfig cfg;
+  cfg.num_envs = 4;
+  cfg.stage = Stage::EmulateOnly;
+  cfg.run_mode = RunMode::Instructions;
+  cfg.instructions_per_step = 1000;
+  cfg.threads = 1;
+  auto be = make_backend("cpu", parsed.value(), cfg);
+  REQUIRE(be.ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 3; ++i) REQUIRE(be.value()->step({}).ok());
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(secs < 1.0);
+  auto s = be.value()->get_cpu_state(0);
+  REQUIRE(s.ok());
+  CHECK(s->run_state == GBX_RUN_HALTED);
+  CHECK(s->cycle_count < 1000000);  // a few instructions' worth, not ~2^62
+  // NOP, JP 0150 (the entry), DI XOR LDH LDH LDH HALT, then asleep for good.
+  CHECK(s->instr_count == 8);
+}
+
+// gbx-run testrom: one line per ROM and the total, by each convention (testrom.h).
+TEST_CASE("gbx-run testrom reports PASS/FAIL by the common conventions") {
+  test::TempDir dir;
+  auto write = [&](const std::string& name, const std::vector<uint8_t>& bytes) {
+    const auto path = (dir.path / name).string();
+    std::ofstream(path, std::ios::binary).write((const char*)bytes.data(), (long)bytes.size());
+    return path;
+  };
+  auto ldbb = [&](const std::string& name, std::vector<int> regs) {
+    Asm a;
+    const char* forms[] = {"LD B,d8", "LD C,d8", "LD D,d8", "LD E,d8", "LD H,d8", "LD L,d8"};
+    for (int i = 0; i < 6; ++i) a.op(forms[i], regs[i]);
+    a.op("LD B,B").label("end").op("JR r8", "end");
+    return write(name, rom_from(a));
+  };
+  const auto mooneye_pass = ldbb("mooneye_pass.gb", {3, 5, 8, 13, 21, 34});
+  const auto mooneye_fail = ldbb("mooneye_fail.gb", {0x42, 0x42, 0x42, 0x42, 0x42, 0x42});
+  auto serial = [&](const std::string& name, const std::string& text) {
+    Asm a;
+    a.op("LD HL,d16", "text").label("next").op("LD A,(HL+)").op("AND A").op("JR Z,r8", "end");
+    a.op("LDH (a8),A", io::kSB).op("LD A,d8", 0x81).op("LDH (a8),A", io::kSC);
+    a.label("wait").op("LDH A,(a8)", io::kSC).op("AND d8", 0x80).op("JR NZ,r8", "wait");
+    a.op("JR r8", "next").label("end").op("JR r8", "end").label("text").asciz(text);
+    return write(name, rom_from(a));
+  };
+  const auto blargg_pass = serial("serial_pass.gb", "cpu_instrs\n\nPassed\n");
+  const auto blargg_fail = serial("serial_fail.gb", "01:04\nFailed #3\n");
+  auto memory = [&](const std::string& name, uint8_t code) {
+    Asm a;
+    a.op("LD A,d8", 0x0A).op("LD (a16),A", 0x0000);  // enable cartridge RAM
+    a.op("LD A,d8", 0x80).op("LD (a16),A", 0xA000);
+    const uint8_t sig[] = {0xDE, 0xB0, 0x61, 'o', 'k', 0};
+    for (int i = 0; i < 6; ++i) a.op("LD A,d8", sig[i]).op("LD (a16),A", 0xA001 + i);
+    a.op("LD A,d8", code).op("LD (a16),A", 0xA000).label("end").op("JR r8", "end");
+    RomSpec spec;
+    spec.cart_type = 0x03;
+    spec.ram_size_code = 0x02;
+    return write(name, rom_from(a, spec));
+  };
+  const auto memory_pass = memory("memory_pass.gb", 0x00);
+  const auto memory_fail = memory("memory_fail.gb", 0x03);
+
+  const std::string tool = test::tool("gbx-run") + " testrom --frames 30 ";
+  auto all = test::run_command(tool + mooneye_pass + " " + blargg_pass + " " + memory_pass);
+  CHECK(all.exit_code == 0);
+  CHECK(all.output.find("PASS  " + mooneye_pass + "  (mooneye") != std::string::npos);
+  CHECK(all.output.find("PASS  " + blargg_pass + "  (blargg-serial") != std::string::npos);
+  CHECK(all.output.find("PASS  " + memory_pass + "  (blargg-memory: result code 00: \"ok\"") !=
+        std::string::npos);
+  CHECK(all.output.find("3 passed, 0 failed") != std::string::npos);
+  CHECK(test::count_lines(all.output) == 4);
+
+  auto bad = test::run_command(tool + mooneye_fail + " " + blargg_fail + " " + memory_fail +
+                               " builtin:ALU_LOOP " + mooneye_pass);
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.output.find("FAIL  " + mooneye_fail + "  (mooneye: LD B,B with 0x42") !=
+        std::string::npos);
+  CHECK(bad.output.find("FAIL  " + blargg_fail + "  (blargg-serial") != std::string::npos);
+  CHECK(bad.output.find("FAIL  " + memory_fail + "  (blargg-memory: result code 03") !=
+        std::string::npos);
+  CHECK(bad.output.find("FAIL  builtin:ALU_LOOP  (no result after 30 frames") != std::string::npos);
+  CHECK(bad.output.find("1 passed, 4 failed") != std::string::npos);
+
+  // The project's own timing ROMs end with the mooneye verdict on their results.
+  auto own = test::run_command(tool + "builtin:TIMER_RELOAD builtin:PPU_MODES");
+  CHECK(own.exit_code == 0);
+  CHECK(own.output.find("PASS  builtin:PPU_MODES  (mooneye: LD B,B with 3,5,8,13,21,34") !=
+        std::string::npos);
+  CHECK(own.output.find("2 passed, 0 failed") != std::string::npos);
+
+  auto missing = test::run_command(tool + (dir.path / "nope.gb").string());
+  CHECK(missing.exit_code == 1);
+  CHECK(missing.output.find("0 passed, 1 failed") != std::string::npos);
+}

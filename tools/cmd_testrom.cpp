@@ -1,0 +1,76 @@
+// gbx-run testrom: PASS/FAIL per test ROM by the common conventions (runtime/testrom.h).
+#include <cstdio>
+
+#include "commands.h"
+#include "gbx/runtime/rom.h"
+#include "gbx/runtime/testrom.h"
+#include "tool_common.h"
+
+namespace {
+
+using namespace gbx;
+
+struct TestRomCli {
+  std::vector<std::string> roms;
+  long long frames = 3600;
+  std::string backend = "cpu";
+  std::string expect_png;
+  bool verbose = false;
+};
+
+int cmd_testrom(const TestRomCli& c) {
+  if (c.frames < 1) return tool::fail(make_error(ErrorKind::Usage, "--frames must be at least 1"));
+  if (!c.expect_png.empty())
+    // TODO(dpixels): compare the framebuffer at LD B,B with the PNG once the renderer lands.
+    return tool::fail(make_error(ErrorKind::Usage,
+                                 "--expect-png needs the PPU renderer, which this build lacks"));
+  TestRomOptions o;
+  o.backend = c.backend;
+  o.max_frames = c.frames;
+  o.verbose = c.verbose;
+  int passed = 0, failed = 0;
+  for (const std::string& path : c.roms) {
+    auto rom = load_rom(path);
+    if (!rom) {
+      std::printf("FAIL  %s  (error: %s)\n", path.c_str(), rom.error().message.c_str());
+      ++failed;
+      continue;
+    }
+    auto r = run_test_rom(rom.value(), o);
+    if (!r) {
+      if (r.error().kind == ErrorKind::Usage) return tool::fail(r.error());
+      std::printf("FAIL  %s  (error: %s)\n", path.c_str(), r.error().message.c_str());
+      ++failed;
+      continue;
+    }
+    const TestRomResult& t = r.value();
+    if (t.convention.empty())  // no verdict: the detail says after how many frames
+      std::printf("FAIL  %s  (%s)\n", path.c_str(), t.detail.c_str());
+    else
+      std::printf("%s  %s  (%s: %s, %lld frames)\n", t.passed ? "PASS" : "FAIL", path.c_str(),
+                  t.convention.c_str(), t.detail.c_str(), (long long)t.frames);
+    (t.passed ? passed : failed)++;
+  }
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+namespace gbx::tool {
+
+void register_testrom(CLI::App& app, Commands& cmds) {
+  static TestRomCli cli;
+  auto* t = app.add_subcommand(
+      "testrom", "run test ROMs and report PASS/FAIL (mooneye LD B,B, blargg serial or $A000)");
+  t->add_option("roms", cli.roms, "ROM paths or builtin:NAME")->required();
+  t->add_option("--frames", cli.frames, "frames to wait for a result per ROM")
+      ->capture_default_str();
+  t->add_option("--backend", cli.backend, "cpu | cuda")->capture_default_str();
+  t->add_option("--expect-png", cli.expect_png,
+                "image test: compare the screen at LD B,B with this PNG (not available yet)");
+  t->add_flag("--verbose", cli.verbose, "backend logs");
+  cmds.emplace_back(t, [] { return cmd_testrom(cli); });
+}
+
+}  // namespace gbx::tool

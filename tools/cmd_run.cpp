@@ -14,6 +14,7 @@
 #include "gbx/runtime/rom_builder.h"
 #include "gbx/runtime/save_state.h"
 #include "gbx/runtime/verify.h"
+#include "gbx/runtime/screen_image.h"
 #include "tool_common.h"
 
 namespace {
@@ -40,17 +41,49 @@ struct RunOptions {
   std::string sav;           // battery RAM file: loaded into every env, env K's written at exit
   std::string read_mem;      // LO:HI, bus view
   std::string read_mem_raw;  // LO:HI, cartridge RAM as held even when disabled
-  std::string load_state;  // every env starts from this save state
-  std::string save_state;  // env `env`'s state at the end goes here
+  std::string obs = "vec";
+  std::string obs_format = "full";
+  std::string screenshot;       // PNG of env `env`'s last frame
+  std::string screenshot_grid;  // PNG tiling the first grid_envs envs' last frames
+  int grid_envs = 0;            // 0: min(envs, 64)
+  std::string load_state;       // every env starts from this save state
+  std::string save_state;       // env `env`'s state at the end goes here
 };
+
+Status write_screenshots(Backend& be, const RunOptions& o) {
+  if (!o.screenshot.empty()) {
+    auto screen = be.read_screen(o.env);
+    if (!screen) return screen.take_error();
+    if (auto st = write_png(o.screenshot, screen_image(screen.value())); !st) return st;
+    std::printf("screenshot: env %d -> %s\n", o.env, o.screenshot.c_str());
+  }
+  if (!o.screenshot_grid.empty()) {
+    const int n =
+        o.grid_envs > 0 ? std::min(o.grid_envs, be.num_envs()) : std::min(be.num_envs(), 64);
+    std::vector<std::vector<uint8_t>> screens;
+    for (int i = 0; i < n; ++i) {
+      auto screen = be.read_screen(i);
+      if (!screen) return screen.take_error();
+      screens.push_back(std::move(screen.value()));
+    }
+    int columns = 1;
+    while (columns * columns < n) ++columns;
+    if (auto st = write_png(o.screenshot_grid, screen_grid(screens, columns)); !st) return st;
+    std::printf("screenshot grid: envs 0..%d -> %s\n", n - 1, o.screenshot_grid.c_str());
+  }
+  return ok_status();
+}
 
 // Serial text as one line: C escapes for quotes, backslashes and non-printable bytes.
 std::string escape(const std::string& s) {
   std::string out;
   for (unsigned char ch : s) {
-    if (ch == '\n') out += "\\n";
-    else if (ch == '"' || ch == '\\') out += std::string("\\") + (char)ch;
-    else if (ch >= 0x20 && ch < 0x7F) out += (char)ch;
+    if (ch == '\n')
+      out += "\\n";
+    else if (ch == '"' || ch == '\\')
+      out += std::string("\\") + (char)ch;
+    else if (ch >= 0x20 && ch < 0x7F)
+      out += (char)ch;
     else {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\x%02X", ch);
@@ -106,6 +139,14 @@ int cmd_run(const RunOptions& o) {
     if (!r) return tool::fail(r.error());
     raw = r.value();
   }
+  auto obs = parse_obs_kind(o.obs);
+  if (!obs)
+    return tool::fail(make_error(ErrorKind::Usage, "unknown --obs '" + o.obs + "' (vec, pixels)"));
+  auto obs_format = parse_obs_format(o.obs_format);
+  if (!obs_format)
+    return tool::fail(make_error(
+        ErrorKind::Usage, "unknown --obs-format '" + o.obs_format + "' (full, half, packed)"));
+  if (o.grid_envs < 0) return tool::fail(make_error(ErrorKind::Usage, "--grid-envs must be >= 0"));
   auto rom = load_rom(o.rom);
   if (!rom) return tool::fail(rom.error());
   tool::print_warnings(rom->warnings);
@@ -130,6 +171,10 @@ int cmd_run(const RunOptions& o) {
           ErrorKind::Usage, "--save-state: directory '" + dir.string() + "' does not exist"));
   }
   BackendConfig cfg;
+  cfg.obs = *obs;
+  cfg.obs_format = *obs_format;
+  // A screenshot asks for a kernel that renders, whatever the stage.
+  cfg.render = !o.screenshot.empty() || !o.screenshot_grid.empty();
   cfg.num_envs = (int)o.envs;
   cfg.frames_per_step = o.frames_per_step;
   cfg.release_after_frames = o.release_after_frames;
@@ -189,6 +234,7 @@ int cmd_run(const RunOptions& o) {
     if (auto st = write_sav_file(o.sav, b.value(), rom->header); !st) return tool::fail(st.error());
     std::printf("saved env %d's battery RAM to %s\n", o.env, o.sav.c_str());
   }
+  if (auto st = write_screenshots(be, o); !st) return tool::fail(st.error());
   if (!o.save_state.empty()) {
     auto blob = be.save_state(o.env);
     if (!blob) return tool::fail(blob.error());
@@ -246,6 +292,15 @@ void register_run(CLI::App& app, Commands& cmds) {
                 "print env --env's bytes LO:HI (hex, HI exclusive) as the CPU reads them");
   r->add_option("--read-mem-raw", run.read_mem_raw,
                 "like --read-mem, but cartridge RAM as held even while disabled");
+  r->add_option("--obs", run.obs, "what the obs stages write: vec (obs_v0) | pixels")
+      ->capture_default_str();
+  r->add_option("--obs-format", run.obs_format, "pixels layout: full | half | packed")
+      ->capture_default_str();
+  r->add_option("--screenshot", run.screenshot, "write env --env's last frame to this PNG");
+  r->add_option("--screenshot-grid", run.screenshot_grid,
+                "write the first --grid-envs envs' last frames, tiled, to this PNG");
+  r->add_option("--grid-envs", run.grid_envs, "envs in --screenshot-grid (0: min(envs, 64))")
+      ->capture_default_str();
   r->add_option("--load-state", run.load_state, "save state every env starts from");
   r->add_option("--save-state", run.save_state, "write env --env's state here at the end");
   cmds.emplace_back(r, [] { return cmd_run(run); });

@@ -57,6 +57,9 @@ nlohmann::json kernel_meta(const CacheKeyInputs& in, const GeneratedSource& src)
                     {"memory_model", to_string(src.params.memory_model)},
                     {"run_mode", to_string(src.params.run_mode)},
                     {"obs_dim", src.params.obs_dim},
+                    {"obs", to_string(src.params.obs)},
+                    {"obs_format", to_string(src.params.obs_format)},
+                    {"render", synth_renders(src.params)},
                     {"debug", src.params.debug},
                     {"rtc_lock", src.params.rtc_lock}};
   m["compiler_identity"] = in.compiler_identity;

@@ -283,4 +283,12 @@ const std::vector<size_t>& state_field_sizes() {
   return sizes;
 }
 
+std::vector<uint8_t> EnvState::screen(int env) const {
+  const int front = soa_.lcd_flags[env] & 1;  // GBX_LCD_FLAG_FRONT (templates/hw/lcd.h)
+  const uint8_t* fb = soa_.lcd_fb + ((size_t)env * 2 + (size_t)front) * GBX_FRAMEBUFFER_BYTES;
+  std::vector<uint8_t> out((size_t)GBX_SCREEN_W * GBX_SCREEN_H);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = (uint8_t)((fb[i / 4] >> (6 - 2 * (i % 4))) & 3);
+  return out;
+}
+
 }  // namespace gbx

@@ -55,7 +55,38 @@ struct BackendConfig {
   std::string done_expr;
   std::vector<std::string> track;
   bool rtc_lock = false;              // cartridge clocks never advance (synthesis parameter)
+  ObsKind obs = ObsKind::Vec;  // what the obs stages write (obs_v0 or the screen)
+  ObsFormat obs_format = ObsFormat::Full;
+  bool render = false;                 // draw the screen whatever the stage (screenshots)
+  std::vector<uint16_t> gather_addrs;  // RAM gather: bytes the obs stages copy out per env
 };
+
+// One named, typed output of a step, for all envs: env-major inside its section.
+struct OutputSection {
+  std::string name;        // obs_v0 | pixels | reward | done | gather
+  std::string dtype;       // f32 | u8
+  std::vector<int> shape;  // per env
+  size_t offset = 0;       // bytes from the start of the block (64-byte aligned)
+  size_t bytes_per_env = 0;
+};
+
+// Every output of a step for all envs in one contiguous block, so one copy returns them.
+struct OutputBlock {
+  const uint8_t* data = nullptr;
+  size_t bytes = 0;
+  int num_envs = 0;
+  std::vector<OutputSection> sections;
+  const OutputSection* find(const std::string& name) const {
+    for (const auto& sec : sections)
+      if (sec.name == name) return &sec;
+    return nullptr;
+  }
+};
+
+// The sections a kernel backend allocates for this configuration, in block order: obs_v0
+// f32[32] (obs vec) or pixels u8[...] (obs pixels), reward f32, done u8, gather u8[k] (when
+// gather addresses are given). Returns the block size in bytes.
+size_t output_layout(const BackendConfig& cfg, int num_envs, std::vector<OutputSection>& out);
 
 // The synthesis parameters a kernel backend compiles for this configuration.
 inline SynthParams synth_params_for(const BackendConfig& cfg, Device device, int obs_dim) {
@@ -70,6 +101,9 @@ inline SynthParams synth_params_for(const BackendConfig& cfg, Device device, int
   p.done_expr = cfg.done_expr;
   p.track = cfg.track;
   p.rtc_lock = cfg.rtc_lock;
+  p.obs = cfg.obs;
+  p.obs_format = cfg.obs_format;
+  p.render = cfg.render;
   return p;
 }
 
@@ -136,6 +170,22 @@ class Backend {
   virtual Result<float> read_reward(int env) {
     (void)env;
     return 0.0f;
+  }
+  // The step's outputs for all envs (layout: output_layout()); views stay valid until the
+  // next step or reset.
+  virtual Result<OutputBlock> outputs() {
+    return make_error(ErrorKind::Usage, "the " + name() + " backend has no output block");
+  }
+  // env's pixels observation (obs kind pixels) in the configured format.
+  virtual Result<std::vector<uint8_t>> read_pixels(int env) {
+    (void)env;
+    return make_error(ErrorKind::Usage, "the " + name() + " backend has no pixels output");
+  }
+  // env's last complete frame: 160x144 shade indices 0-3, row-major. Needs a kernel that
+  // renders (BackendConfig::render or a pixels obs stage).
+  virtual Result<std::vector<uint8_t>> read_screen(int env) {
+    (void)env;
+    return make_error(ErrorKind::Usage, "the " + name() + " backend cannot read the screen");
   }
   virtual Result<std::string> serial_output(int env) {
     (void)env;

@@ -83,6 +83,8 @@ class EnvState {
   void set_battery(const BatterySave& save);
   BatterySave battery(int env) const;
   std::string serial(int env) const;
+  // env's front framebuffer (the last complete frame), unpacked: 160x144 shades, row-major.
+  std::vector<uint8_t> screen(int env) const;
 
  private:
   void write_boot_vram(uint8_t* vram) const;

@@ -44,5 +44,8 @@
   X(mbc_rom_bank_hi, 1)                \
   X(mbc_rtc_latch, 1)                  \
   X(rtc_regs, GBX_RTC_BYTES)           \
-  X(rtc_second_start, 8)
+  X(rtc_second_start, 8)               \
+  X(lcd_fb, 2 * GBX_FRAMEBUFFER_BYTES) \
+  X(lcd_flags, 1)                      \
+  X(lcd_win_line, 1)
 // clang-format on

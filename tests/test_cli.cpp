@@ -49,13 +49,13 @@ TEST_CASE("bad ROMs give one-line errors") {
   check_one_line_error(run_command(run_rom(d.path / "random.gb")), 1, "16777216");
 
   RomSpec spec;
-  spec.cart_type = 0x13;
+  spec.cart_type = 0xFE;
   spec.program = {0x18, 0xFE};
-  auto mbc3 = try_build_rom(spec);
-  REQUIRE(mbc3.ok());
-  write_file(d.path / "mbc3.gb", mbc3.value());
-  check_one_line_error(run_command(run_rom(d.path / "mbc3.gb")), 1,
-                       "unsupported cartridge type 0x13");
+  auto huc3 = try_build_rom(spec);
+  REQUIRE(huc3.ok());
+  write_file(d.path / "huc3.gb", huc3.value());
+  check_one_line_error(run_command(run_rom(d.path / "huc3.gb")), 1,
+                       "unsupported cartridge type 0xFE (HuC3)");
 
   check_one_line_error(run_command(run_rom(d.path / "missing.gb")), 1, "missing.gb");
   check_one_line_error(run_command(tool("gbx-run") + " run --rom builtin:NOPE"), 1, "NOPE");

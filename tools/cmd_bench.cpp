@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "gbx/runtime/bench.h"
+#include "gbx/runtime/bench_stages.h"
 #include "gbx/runtime/system_info.h"
 #include "tool_common.h"
 
@@ -35,6 +36,7 @@ struct BenchCli {
   std::string json_path;
   std::string out = "artifacts";
   bool verbose = false;
+  bool rtc_lock = false;
 };
 
 struct ReportCli {
@@ -69,6 +71,7 @@ int cmd_bench(const BenchCli& c) {
   if (!stage) return tool::fail(make_error(ErrorKind::Usage, "unknown stage '" + c.stage + "'"));
   o.stage = *stage;
   o.threads = c.threads;
+  o.rtc_lock = c.rtc_lock;
   o.sync_every = c.sync_every;
   o.block_size = c.block_size;
   o.device_index = c.device_index;
@@ -99,6 +102,30 @@ int cmd_bench(const BenchCli& c) {
   if (!f) return tool::fail(make_error(ErrorKind::Runtime, "cannot write " + path.string()));
   std::printf("%s", bench_table(s).c_str());
   std::printf("sweep: %s\n", path.string().c_str());
+  return 0;
+}
+
+struct StagesCli {
+  InterleavedBenchOptions o;
+  std::vector<std::string> variants = {"emulate_only", "obs_only:pixels"};
+};
+
+int cmd_bench_stages(StagesCli& c) {
+  c.o.variants.clear();
+  for (const std::string& v : c.variants) {
+    auto parsed = parse_stage_variant(v);
+    if (!parsed) return tool::fail(parsed.error());
+    c.o.variants.push_back(parsed.value());
+  }
+  auto res = run_interleaved_bench(c.o);
+  if (!res) return tool::fail(res.error());
+  std::printf("rom %s  backend %s  envs %d  frames/step %d  %d rounds x %d steps, interleaved\n",
+              c.o.rom.c_str(), c.o.backend.c_str(), c.o.envs, c.o.frames_per_step, c.o.rounds,
+              c.o.steps_per_round);
+  std::printf("%-28s %14s %10s %12s\n", "variant", "frames/s", "seconds", "vs first");
+  for (const auto& r : res.value())
+    std::printf("%-28s %14.0f %10.3f %11.3fx\n", r.label.c_str(), r.frames_per_sec, r.seconds,
+                r.ratio_to_first);
   return 0;
 }
 
@@ -153,10 +180,29 @@ void register_bench(CLI::App& app, Commands& cmds) {
   c->add_option("--label", b.label, "sweep name in reports (default: backend, -tN with --threads)");
   c->add_option("--json", b.json_path, "write the sweep here instead of OUT/bench/");
   c->add_option("--out", b.out, "output root")->capture_default_str();
+  c->add_flag("--rtc-lock", b.rtc_lock, "freeze cartridge clocks (MBC3 RTC)");
   c->add_flag("--verbose", b.verbose, "backend logs");
   cmds.emplace_back(c, [] { return cmd_bench(b); });
 
   static ReportCli r;
+  static StagesCli st;
+  auto* sc = app.add_subcommand(
+      "bench-stages", "kernel variants (stage[:obs[:format]]) on one ROM, timed interleaved");
+  sc->add_option("--backend", st.o.backend, "cpu | cuda")->capture_default_str();
+  sc->add_option("--rom", st.o.rom, "ROM path or builtin:NAME")->capture_default_str();
+  sc->add_option("--envs", st.o.envs, "envs per variant")->capture_default_str();
+  sc->add_option("--frames-per-step", st.o.frames_per_step, "frames per step")
+      ->capture_default_str();
+  sc->add_option("--threads", st.o.threads, "cpu threads (0 = all cores)")->capture_default_str();
+  sc->add_option("--rounds", st.o.rounds, "interleaved rounds")->capture_default_str();
+  sc->add_option("--steps-per-round", st.o.steps_per_round, "timed steps per variant and round")
+      ->capture_default_str();
+  sc->add_option("--warmup-steps", st.o.warmup_steps, "untimed steps per variant")
+      ->capture_default_str();
+  sc->add_option("--variants", st.variants, "stage[:obs[:format]] ..., the first is the baseline")
+      ->capture_default_str();
+  cmds.emplace_back(sc, [] { return cmd_bench_stages(st); });
+
   auto* rc = app.add_subcommand(
       "report", "compare bench sweeps: table, frames/s per core vs the baseline, PNG plot");
   rc->add_option("sweeps", r.sweeps, "sweep JSON files")->required();

@@ -1,15 +1,20 @@
 // gbx-run run: run a ROM on a backend and print the final state.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "commands.h"
 #include "gbx/runtime/backend.h"
+#include "gbx/runtime/battery_file.h"
 #include "gbx/runtime/conformance.h"
 #include "gbx/runtime/rom.h"
 #include "gbx/runtime/rom_builder.h"
 #include "gbx/runtime/save_state.h"
+#include "gbx/runtime/verify.h"
+#include "gbx/runtime/screen_image.h"
 #include "tool_common.h"
 
 namespace {
@@ -32,17 +37,53 @@ struct RunOptions {
   bool print_state = false;
   bool serial = false;
   bool verbose = false;
-  std::string load_state;  // every env starts from this save state
-  std::string save_state;  // env `env`'s state at the end goes here
+  bool rtc_lock = false;
+  std::string sav;           // battery RAM file: loaded into every env, env K's written at exit
+  std::string read_mem;      // LO:HI, bus view
+  std::string read_mem_raw;  // LO:HI, cartridge RAM as held even when disabled
+  std::string obs = "vec";
+  std::string obs_format = "full";
+  std::string screenshot;       // PNG of env `env`'s last frame
+  std::string screenshot_grid;  // PNG tiling the first grid_envs envs' last frames
+  int grid_envs = 0;            // 0: min(envs, 64)
+  std::string load_state;       // every env starts from this save state
+  std::string save_state;       // env `env`'s state at the end goes here
 };
+
+Status write_screenshots(Backend& be, const RunOptions& o) {
+  if (!o.screenshot.empty()) {
+    auto screen = be.read_screen(o.env);
+    if (!screen) return screen.take_error();
+    if (auto st = write_png(o.screenshot, screen_image(screen.value())); !st) return st;
+    std::printf("screenshot: env %d -> %s\n", o.env, o.screenshot.c_str());
+  }
+  if (!o.screenshot_grid.empty()) {
+    const int n =
+        o.grid_envs > 0 ? std::min(o.grid_envs, be.num_envs()) : std::min(be.num_envs(), 64);
+    std::vector<std::vector<uint8_t>> screens;
+    for (int i = 0; i < n; ++i) {
+      auto screen = be.read_screen(i);
+      if (!screen) return screen.take_error();
+      screens.push_back(std::move(screen.value()));
+    }
+    int columns = 1;
+    while (columns * columns < n) ++columns;
+    if (auto st = write_png(o.screenshot_grid, screen_grid(screens, columns)); !st) return st;
+    std::printf("screenshot grid: envs 0..%d -> %s\n", n - 1, o.screenshot_grid.c_str());
+  }
+  return ok_status();
+}
 
 // Serial text as one line: C escapes for quotes, backslashes and non-printable bytes.
 std::string escape(const std::string& s) {
   std::string out;
   for (unsigned char ch : s) {
-    if (ch == '\n') out += "\\n";
-    else if (ch == '"' || ch == '\\') out += std::string("\\") + (char)ch;
-    else if (ch >= 0x20 && ch < 0x7F) out += (char)ch;
+    if (ch == '\n')
+      out += "\\n";
+    else if (ch == '"' || ch == '\\')
+      out += std::string("\\") + (char)ch;
+    else if (ch >= 0x20 && ch < 0x7F)
+      out += (char)ch;
     else {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\x%02X", ch);
@@ -67,6 +108,18 @@ void print_state(int env, const CpuState& s) {
     std::printf("env %d: trapped: illegal opcode %02X at %04X\n", env, s.trap_opcode, s.trap_pc);
 }
 
+// Hex lines of 16 bytes, each headed by its address; the first and last may be partial.
+void print_memory(const MemRegion& r, const std::vector<uint8_t>& bytes, const char* what) {
+  std::printf("env memory %s (%s):\n", r.label().c_str(), what);
+  for (uint32_t a = r.lo; a < r.hi;) {
+    const uint32_t end = std::min(r.hi, (a & ~0xFu) + 16);
+    std::printf("%04X:", a);
+    for (uint32_t i = a; i < end; ++i) std::printf(" %02X", bytes[i - r.lo]);
+    std::printf("\n");
+    a = end;
+  }
+}
+
 int cmd_run(const RunOptions& o) {
   auto stage = parse_stage(o.stage);
   if (!stage) return tool::fail(make_error(ErrorKind::Usage, "unknown stage '" + o.stage + "'"));
@@ -75,8 +128,35 @@ int cmd_run(const RunOptions& o) {
   if (o.frames < 1) return tool::fail(make_error(ErrorKind::Usage, "--frames must be at least 1"));
   if (o.frames_per_step < 1)
     return tool::fail(make_error(ErrorKind::Usage, "--frames-per-step must be at least 1"));
+  std::optional<MemRegion> view, raw;
+  if (!o.read_mem.empty()) {
+    auto r = parse_mem_region(o.read_mem, "--read-mem");
+    if (!r) return tool::fail(r.error());
+    view = r.value();
+  }
+  if (!o.read_mem_raw.empty()) {
+    auto r = parse_mem_region(o.read_mem_raw, "--read-mem-raw");
+    if (!r) return tool::fail(r.error());
+    raw = r.value();
+  }
+  auto obs = parse_obs_kind(o.obs);
+  if (!obs)
+    return tool::fail(make_error(ErrorKind::Usage, "unknown --obs '" + o.obs + "' (vec, pixels)"));
+  auto obs_format = parse_obs_format(o.obs_format);
+  if (!obs_format)
+    return tool::fail(make_error(
+        ErrorKind::Usage, "unknown --obs-format '" + o.obs_format + "' (full, half, packed)"));
+  if (o.grid_envs < 0) return tool::fail(make_error(ErrorKind::Usage, "--grid-envs must be >= 0"));
   auto rom = load_rom(o.rom);
   if (!rom) return tool::fail(rom.error());
+  tool::print_warnings(rom->warnings);
+  BatterySave save;
+  if (!o.sav.empty()) {
+    bool exists = false;
+    auto s = read_sav_file(o.sav, rom->header, &exists);
+    if (!s) return tool::fail(s.error());
+    save = std::move(s).value();
+  }
   std::vector<uint8_t> start_state;
   if (!o.load_state.empty()) {
     auto bytes = read_save_state_file(o.load_state);
@@ -91,6 +171,10 @@ int cmd_run(const RunOptions& o) {
           ErrorKind::Usage, "--save-state: directory '" + dir.string() + "' does not exist"));
   }
   BackendConfig cfg;
+  cfg.obs = *obs;
+  cfg.obs_format = *obs_format;
+  // A screenshot asks for a kernel that renders, whatever the stage.
+  cfg.render = !o.screenshot.empty() || !o.screenshot_grid.empty();
   cfg.num_envs = (int)o.envs;
   cfg.frames_per_step = o.frames_per_step;
   cfg.release_after_frames = o.release_after_frames;
@@ -99,6 +183,7 @@ int cmd_run(const RunOptions& o) {
   cfg.device_index = o.device_index;
   cfg.block_size = o.block_size;
   cfg.verbose = o.verbose;
+  cfg.rtc_lock = o.rtc_lock;
   auto backend = make_backend(o.backend, rom.value(), cfg);
   if (!backend) return tool::fail(backend.error());
   Backend& be = *backend.value();
@@ -110,6 +195,9 @@ int cmd_run(const RunOptions& o) {
     if (auto st = be.reset(std::vector<uint8_t>((size_t)be.num_envs(), 1)); !st)
       return tool::fail(st.error());
   }
+  // After --load-state: the battery file is what the cartridge RAM holds at reset.
+  if (!o.sav.empty())
+    if (auto st = be.load_battery(save); !st) return tool::fail(st.error());
   const long long steps = (o.frames + o.frames_per_step - 1) / o.frames_per_step;
   const auto t0 = std::chrono::steady_clock::now();
   if (o.action < 0 || o.action > 0xFF)
@@ -130,6 +218,23 @@ int cmd_run(const RunOptions& o) {
     if (!s) return tool::fail(s.error());
     print_state(o.env, s.value());
   }
+  if (view) {
+    auto bytes = be.read_memory(o.env, view->lo, view->hi);
+    if (!bytes) return tool::fail(bytes.error());
+    print_memory(*view, bytes.value(), "bus view");
+  }
+  if (raw) {
+    auto bytes = be.read_memory_raw(o.env, raw->lo, raw->hi);
+    if (!bytes) return tool::fail(bytes.error());
+    print_memory(*raw, bytes.value(), "raw: cartridge RAM as held");
+  }
+  if (!o.sav.empty()) {
+    auto b = be.read_battery(o.env);
+    if (!b) return tool::fail(b.error());
+    if (auto st = write_sav_file(o.sav, b.value(), rom->header); !st) return tool::fail(st.error());
+    std::printf("saved env %d's battery RAM to %s\n", o.env, o.sav.c_str());
+  }
+  if (auto st = write_screenshots(be, o); !st) return tool::fail(st.error());
   if (!o.save_state.empty()) {
     auto blob = be.save_state(o.env);
     if (!blob) return tool::fail(blob.error());
@@ -179,6 +284,23 @@ void register_run(CLI::App& app, Commands& cmds) {
   r->add_flag("--print-state", run.print_state, "print env registers");
   r->add_flag("--serial", run.serial, "print each env's serial output");
   r->add_flag("--verbose", run.verbose, "backend logs");
+  r->add_flag("--rtc-lock", run.rtc_lock, "freeze cartridge clocks (MBC3 RTC)");
+  r->add_option("--sav", run.sav,
+                "battery RAM file: loaded into every env at reset (a missing file starts "
+                "blank), env --env's RAM (and MBC3 clock) written there at exit");
+  r->add_option("--read-mem", run.read_mem,
+                "print env --env's bytes LO:HI (hex, HI exclusive) as the CPU reads them");
+  r->add_option("--read-mem-raw", run.read_mem_raw,
+                "like --read-mem, but cartridge RAM as held even while disabled");
+  r->add_option("--obs", run.obs, "what the obs stages write: vec (obs_v0) | pixels")
+      ->capture_default_str();
+  r->add_option("--obs-format", run.obs_format, "pixels layout: full | half | packed")
+      ->capture_default_str();
+  r->add_option("--screenshot", run.screenshot, "write env --env's last frame to this PNG");
+  r->add_option("--screenshot-grid", run.screenshot_grid,
+                "write the first --grid-envs envs' last frames, tiled, to this PNG");
+  r->add_option("--grid-envs", run.grid_envs, "envs in --screenshot-grid (0: min(envs, 64))")
+      ->capture_default_str();
   r->add_option("--load-state", run.load_state, "save state every env starts from");
   r->add_option("--save-state", run.save_state, "write env --env's state here at the end");
   cmds.emplace_back(r, [] { return cmd_run(run); });

@@ -30,6 +30,10 @@ struct KernelOptions {
   std::string device = "cpu";
   std::string memory_model = "dmg";
   std::string run_mode = "frames";
+  bool rtc_lock = false;
+  std::string obs = "vec";
+  std::string obs_format = "full";
+  bool render = false;
   std::string arch;  // cuda: comma list; "" = NvrtcOptions' default (sm_80,sm_90)
 };
 
@@ -109,11 +113,19 @@ Result<SynthParams> parse_params(Stage stage, const KernelOptions& o) {
   if (!mm) return usage("unknown memory model '" + o.memory_model + "' (dmg, flat64k)");
   auto rm = parse_run_mode(o.run_mode);
   if (!rm) return usage("unknown run mode '" + o.run_mode + "' (frames, instructions)");
+  auto obs = parse_obs_kind(o.obs);
+  if (!obs) return usage("unknown obs kind '" + o.obs + "' (vec, pixels)");
+  auto fmt = parse_obs_format(o.obs_format);
+  if (!fmt) return usage("unknown obs format '" + o.obs_format + "' (full, half, packed)");
   SynthParams p;
   p.stage = stage;
   p.device = *dev;
   p.memory_model = *mm;
   p.run_mode = *rm;
+  p.rtc_lock = o.rtc_lock;
+  p.obs = *obs;
+  p.obs_format = *fmt;
+  p.render = o.render;
   return p;
 }
 
@@ -464,6 +476,12 @@ void add_kernel_options(CLI::App* c, KernelOptions& o, bool stage_all) {
   c->add_option("--device", o.device, "cpu | cuda")->capture_default_str();
   c->add_option("--memory-model", o.memory_model, "dmg | flat64k")->capture_default_str();
   c->add_option("--run-mode", o.run_mode, "frames | instructions")->capture_default_str();
+  c->add_flag("--rtc-lock", o.rtc_lock, "cartridge clocks (MBC3 RTC) never advance");
+  c->add_option("--obs", o.obs, "what obs stages write: vec (obs_v0) | pixels")
+      ->capture_default_str();
+  c->add_option("--obs-format", o.obs_format, "pixels: full | half | packed")
+      ->capture_default_str();
+  c->add_flag("--render", o.render, "draw the screen even if no output reads it");
   c->add_option("--arch", o.arch,
                 "cuda: real archs, comma-separated (default: compile --device cuda targets "
                 "the GPU present, else sm_80,sm_90)");

@@ -78,7 +78,11 @@ class Generator {
     out += "#define GBX_RUN_MODE_" + upper(std::string(to_string(params_.run_mode))) + " 1\n";
     out += "#define GBX_STAGE_" + upper(std::string(to_string(params_.stage))) + " 1\n";
     out += "#define GBX_OBS_DIM " + std::to_string(params_.obs_dim) + "\n";
+    out += "#define GBX_RENDER " + std::string(synth_renders(params_) ? "1" : "0") + "\n";
+    if (params_.obs == ObsKind::Pixels)
+      out += "#define GBX_OBS_FORMAT_" + upper(std::string(to_string(params_.obs_format))) + " 1\n";
     for (const auto& d : params_.debug) out += "#define GBX_DEBUG_" + upper(d) + " 1\n";
+    if (params_.rtc_lock) out += "#define GBX_RTC_LOCK 1\n";
 
     const std::string prelude =
         manifest_["preludes"].value(std::string(to_string(params_.device)), "");
@@ -98,6 +102,16 @@ class Generator {
     g.params = params_;
     g.source = std::move(out);
     g.entry_point = manifest_.value("entry_point", "gbx_step");
+    if (auto it = manifest_.find("extra_entry_points"); it != manifest_.end()) {
+      if (!it->is_object())
+        return err("templates/manifest.json: extra_entry_points must be an object");
+      for (const auto& el : it->items()) {
+        if (!el.value().is_string())
+          return err("templates/manifest.json: extra_entry_points." + el.key() +
+                     " must be a string");
+        g.extra_entry_points[el.key()] = el.value().get<std::string>();
+      }
+    }
     g.file_name = params_.device == Device::Cuda ? "source.cu" : "source.cpp";
     return g;
   }
@@ -257,11 +271,18 @@ class Generator {
       return std::string("  // stage " + stage + ": no epilog\n");
     std::string out;
     for (const auto& rel_json : list) {
-      const std::string rel = rel_json.get<std::string>();
+      std::string rel = rel_json.get<std::string>();
       // A user reward replaces the stage's own.
       if (!params_.reward_expr.empty() &&
           manifest_["epilog_outputs"].value(rel, std::string()) == "reward")
         continue;
+      // The obs kind picks which epilog fills the obs stages' observation.
+      if (manifest_["epilog_outputs"].value(rel, "") == "obs") {
+        rel = manifest_["obs_epilogs"].value(std::string(to_string(params_.obs)), "");
+        if (rel.empty())
+          return err("templates/manifest.json: no obs epilog for obs kind " +
+                     std::string(to_string(params_.obs)));
+      }
       const Json& dims = manifest_["obs_dim"];
       if (dims.contains(rel) && dims[rel].get<int>() != params_.obs_dim)
         return err("templates/" + rel + " writes " + std::to_string(dims[rel].get<int>()) +

@@ -57,13 +57,18 @@ nlohmann::json kernel_meta(const CacheKeyInputs& in, const GeneratedSource& src)
                     {"memory_model", to_string(src.params.memory_model)},
                     {"run_mode", to_string(src.params.run_mode)},
                     {"obs_dim", src.params.obs_dim},
-                    {"debug", src.params.debug}};
+                    {"obs", to_string(src.params.obs)},
+                    {"obs_format", to_string(src.params.obs_format)},
+                    {"render", synth_renders(src.params)},
+                    {"debug", src.params.debug},
+                    {"rtc_lock", src.params.rtc_lock}};
   m["compiler_identity"] = in.compiler_identity;
   m["options"] = in.options;
   nlohmann::json env = nlohmann::json::object();
   for (const auto& [k, v] : in.environment) env[k] = v;
   m["environment"] = env;
   m["entry_point"] = src.entry_point;
+  m["extra_entry_points"] = src.extra_entry_points;
   m["source_file"] = src.file_name;
   return m;
 }
@@ -113,6 +118,14 @@ Result<CpuKernel> build_cpu_kernel(const TemplateBundle& bundle, const SynthPara
     auto object = b.entry.read("module.o");
     Result<void*> fn = object ? jit_load_object(b.key, object.value(), b.source.entry_point)
                               : Result<void*>(object.take_error());
+    for (const auto& [role, symbol] : b.source.extra_entry_points) {
+      if (!fn) break;
+      auto extra = jit_load_object(b.key, object.value(), symbol);
+      if (!extra)
+        fn = Result<void*>(extra.take_error());
+      else
+        k.entries[role] = extra.value();
+    }
     if (fn) {
       k.step = reinterpret_cast<CpuStepFn>(fn.value());
       b.load_ms = ms_since(b.cached ? t1 : t2);  // a hit's load includes reading the cache

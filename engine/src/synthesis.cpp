@@ -23,6 +23,22 @@ std::string_view to_string(Device d) { return d == Device::Cpu ? "cpu" : "cuda";
 std::string_view to_string(MemoryModel m) { return m == MemoryModel::Dmg ? "dmg" : "flat64k"; }
 std::string_view to_string(RunMode r) { return r == RunMode::Frames ? "frames" : "instructions"; }
 
+std::string_view to_string(ObsKind k) { return k == ObsKind::Vec ? "vec" : "pixels"; }
+std::string_view to_string(ObsFormat f) {
+  return f == ObsFormat::Full ? "full" : f == ObsFormat::Half ? "half" : "packed";
+}
+std::optional<ObsKind> parse_obs_kind(std::string_view s) {
+  if (s == "vec") return ObsKind::Vec;
+  if (s == "pixels") return ObsKind::Pixels;
+  return std::nullopt;
+}
+std::optional<ObsFormat> parse_obs_format(std::string_view s) {
+  if (s == "full") return ObsFormat::Full;
+  if (s == "half") return ObsFormat::Half;
+  if (s == "packed") return ObsFormat::Packed;
+  return std::nullopt;
+}
+
 const std::vector<Stage>& all_stages() {
   static const std::vector<Stage> stages = {Stage::EmulateOnly, Stage::RewardOnly, Stage::ObsOnly,
                                             Stage::FullStep};
@@ -59,6 +75,9 @@ std::string SynthParams::canonical() const {
   out += ";memory_model=" + std::string(to_string(memory_model));
   out += ";run_mode=" + std::string(to_string(run_mode));
   out += ";obs_dim=" + std::to_string(obs_dim);
+  out += ";obs=" + std::string(to_string(obs));
+  if (obs == ObsKind::Pixels) out += ";obs_format=" + std::string(to_string(obs_format));
+  out += ";render=" + std::string(synth_renders(*this) ? "1" : "0");
   out += ";debug=";
   for (size_t i = 0; i < dbg.size(); ++i) out += (i ? "," : "") + dbg[i];
   // User expressions by hash: the text itself is in the source (and so in the key), and
@@ -69,6 +88,8 @@ std::string SynthParams::canonical() const {
     for (const auto& t : track) all += std::to_string(t.size()) + ":" + t;
     out += ";user_exprs=" + sha256_hex(all).substr(0, 16);
   }
+  // Only when set, so the canonical form (and key) of every existing kernel stays the same.
+  if (rtc_lock) out += ";rtc_lock=1";
   return out;
 }
 

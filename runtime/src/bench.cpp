@@ -141,6 +141,7 @@ Result<json> run_bench(const BenchOptions& o) {
     cfg.release_after_frames = o.release_after_frames;
     cfg.stage = o.stage;
     cfg.threads = o.threads;
+    cfg.rtc_lock = o.rtc_lock;
     cfg.device_index = o.device_index;
     cfg.block_size = o.block_size;
     cfg.verbose = o.verbose;
@@ -234,6 +235,7 @@ Result<json> run_bench(const BenchOptions& o) {
                 {"release_after_frames", o.release_after_frames},
                 {"stage", stage},
                 {"threads", o.threads},
+                {"rtc_lock", o.rtc_lock},
                 {"sync_every", o.sync_every},
                 {"block_size", o.block_size},
                 {"device_index", o.device_index},

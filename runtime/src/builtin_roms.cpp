@@ -10,12 +10,14 @@
 //   waiting makes the program's course the same on both. Completion sets IF bit 3, so
 //   programs that enable interrupts keep IE bit 3 clear except where the test is about it.
 // - Scratch variables live in HRAM (0xFF80...), the stack below 0xFFFE.
-// - Nothing but PPU_TIMING depends on the PPU: IF is cleared (or set) explicitly before interrupts are
+// - Nothing but PPU_TIMING depends on the PPU: IF is cleared (or set) explicitly before interrupts
+// are
 //   enabled, and IE enables only the sources under test.
 #include <cstdio>
 #include <cstdlib>
 
 #include "gbx/runtime/asm.h"
+#include "gbx/runtime/ppu_roms.h"
 #include "gbx/runtime/rom_builder.h"
 
 namespace gbx {
@@ -528,9 +530,9 @@ std::vector<uint8_t> timer_reload() {
         .op("LDH (a8),A", io::kTMA)
         .op("LD A,d8", tima)
         .op("LDH (a8),A", io::kTIMA)
-        .op("LDH (a8),A", io::kDIV)  // t0
-        .op("LD A,d8", 0x05)         // t0+4, t0+8
-        .op("LDH (a8),A", io::kTAC); // t0+12, 16, write at t0+20
+        .op("LDH (a8),A", io::kDIV)   // t0
+        .op("LD A,d8", 0x05)          // t0+4, t0+8
+        .op("LDH (a8),A", io::kTAC);  // t0+12, 16, write at t0+20
   };
   auto save = [&](int slot) { a.op("LD (a16),A", kR + slot); };
   auto save_if = [&](int slot) {
@@ -539,7 +541,7 @@ std::vector<uint8_t> timer_reload() {
   };
   p.begin();
   setup(0xFF);
-  a.op("NOP").op("LD A,(C)");  // read at t0+32
+  a.op("NOP").op("LD A,(C)");     // read at t0+32
   a.op("LD B,A").op("LD A,(C)");  // read at t0+44
   a.op("LD D,A");
   save_if(2);
@@ -797,8 +799,9 @@ std::vector<uint8_t> dma_conflict() {
   a.op("JR r8", "done");
   // 19 bytes run at FF90: write FF46 (t), three reads of (HL), an OAM read stored to FF80,
   // then 160 M-cycles of waiting.
-  a.label("hram_code").db({0x3E, 0xC1, 0xE0, 0x46, 0x56, 0x46, 0x4E, 0xFA, 0x00, 0xFE, 0xE0, 0x80,
-                           0x3E, 0x28, 0x3D, 0x20, 0xFD, 0xC9, 0x00});
+  a.label("hram_code")
+      .db({0x3E, 0xC1, 0xE0, 0x46, 0x56, 0x46, 0x4E, 0xFA, 0x00, 0xFE, 0xE0, 0x80, 0x3E, 0x28, 0x3D,
+           0x20, 0xFD, 0xC9, 0x00});
   return p.finish(spec_named("DMA_CONFLICT"));
 }
 
@@ -987,10 +990,14 @@ std::vector<BuiltinRom> make_table() {
                dma_conflict, kDmaExpected, frames_for(kDmaExpected)});
   t.push_back({"IE_PUSH", "the dispatch's PC push overwrites IE: jump to 0000", ie_push,
                kIePushExpected, frames_for(kIePushExpected)});
-  t.push_back({"APU_REGS", "sound registers: read masks, NR52 length counters, power off",
-               apu_regs, kApuExpected, frames_for(kApuExpected, 26 * kCyclesPerFrame)});
+  t.push_back({"APU_REGS", "sound registers: read masks, NR52 length counters, power off", apu_regs,
+               kApuExpected, frames_for(kApuExpected, 26 * kCyclesPerFrame)});
   t.push_back({"JOYPAD_IRQ", "joypad interrupt counter (stepped with actions by the tests)",
                joypad_irq, kJoypadExpected, frames_for(kJoypadExpected)});
+  t.push_back({"PPU_BENCH",
+               "pixels benchmark: full-screen BG, window, 40 objects, busy CPU, scroll + OAM DMA "
+               "each frame (never ends)",
+               [] { return build_ppu_rom("ppu_bench").value(); }, "", 0});
   return t;
 }
 

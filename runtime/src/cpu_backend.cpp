@@ -10,8 +10,9 @@ namespace gbx {
 
 Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const BackendConfig& cfg) {
   const int obs_dim = 32;
+  std::vector<OutputSection> one_env;
   if (auto st = check_env_count(cfg.num_envs, cfg.memory_model, rom.header.ram_size,
-                                sizeof(float) * (obs_dim + 1) + 1);
+                                output_layout(cfg, 1, one_env));
       !st)
     return st.take_error();
   if (cfg.frames_per_step < 1) return make_error(ErrorKind::Usage, "--frames must be at least 1");
@@ -29,11 +30,14 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const Bac
   auto k = build_cpu_kernel(bundle.value(), p, cache);
   if (!k) return k.take_error();
   b->kernel_ = std::move(k.value());
+  b->read_memory_ = reinterpret_cast<CpuReadMemoryFn>(b->kernel_.entry("read_memory"));
+  if (!b->read_memory_)
+    return make_error(ErrorKind::Template,
+                      "templates/manifest.json names no read_memory entry point");
   b->state_ = EnvState(cfg.num_envs, cfg.memory_model, &b->rom_);
+  b->state_.set_memory_reader(b->read_memory_);
+  b->out_.assign(output_layout(cfg, cfg.num_envs, b->sections_), 0);
   b->reset_image_ = b->power_on_image();
-  b->obs_.assign((size_t)cfg.num_envs * obs_dim, 0.0f);
-  b->reward_.assign((size_t)cfg.num_envs, 0.0f);
-  b->done_.assign((size_t)cfg.num_envs, 0);
   if (auto st = b->reset(0); !st) return st.take_error();
   return b;
 }
@@ -44,6 +48,7 @@ EnvState CpuBackend::power_on_image() const {
     image.reset_zero();
   else
     image.reset_dmg();
+  if (battery_) image.set_battery(*battery_);
   return image;
 }
 
@@ -61,9 +66,7 @@ Status CpuBackend::reset(const std::vector<uint8_t>& mask) {
   for (int i = 0; i < n; ++i) {
     if (!mask[i]) continue;
     state_.copy_env(i, reset_image_, shared ? 0 : i);
-    std::fill(obs_.begin() + (long)i * 32, obs_.begin() + (long)(i + 1) * 32, 0.0f);
-    reward_[i] = 0.0f;
-    done_[i] = 0;
+    clear_outputs(i);
   }
   return ok_status();
 }
@@ -96,9 +99,7 @@ Result<std::vector<uint8_t>> CpuBackend::save_state(int env) {
 Status CpuBackend::load_state(int env, const std::vector<uint8_t>& blob) {
   if (auto st = check_env(env); !st) return st;
   if (Status st = decode_env_state(blob, state_, env); !st) return st;
-  std::fill(obs_.begin() + (long)env * 32, obs_.begin() + (long)(env + 1) * 32, 0.0f);
-  reward_[env] = 0.0f;
-  done_[env] = 0;
+  clear_outputs(env);
   return ok_status();
 }
 
@@ -120,15 +121,7 @@ Status CpuBackend::run(const std::vector<int32_t>& actions, int frames, const ui
   if (!actions.empty() && (int)actions.size() != n)
     return make_error(ErrorKind::Usage, "step: " + std::to_string(actions.size()) +
                                             " actions for " + std::to_string(n) + " envs");
-  GbxParams p{};
-  p.s = state_.soa();
-  p.rom = rom_.bytes.empty() ? nullptr : rom_.bytes.data();
-  p.rom_size = (unsigned)rom_.bytes.size();
-  p.mbc = (unsigned)rom_.header.mbc;
-  p.mem = state_.mem();
-  p.mem_stride = state_.layout().mem_stride;
-  p.cart_ram_size = rom_.header.ram_size;
-  p.num_envs = n;
+  GbxParams p = state_.kernel_params();
   p.frames = frames;
   p.instr_budget = cfg_.instructions_per_step;
   p.actions = actions.empty() ? nullptr : actions.data();
@@ -136,10 +129,14 @@ Status CpuBackend::run(const std::vector<int32_t>& actions, int frames, const ui
     release_.assign((size_t)n, cfg_.release_after_frames);
     p.release_after_frames = release_.data();
   }
-  p.obs = obs_.data();
-  p.reward = reward_.data();
+  p.obs = reinterpret_cast<float*>(section("obs_v0"));
+  p.reward = reinterpret_cast<float*>(section("reward"));
   p.obs_dim = 32;
-  p.done = done_.data();
+  p.pixels = section("pixels");
+  p.done = section("done");
+  p.gather = section("gather");
+  p.gather_addrs = cfg_.gather_addrs.empty() ? nullptr : cfg_.gather_addrs.data();
+  p.gather_count = (int)cfg_.gather_addrs.size();
   const CpuStepFn fn = kernel_.step;
   // Env ranges to run: all envs, or the runs of consecutive masked ones (a reset's refresh or
   // a no-op start), cut into chunks small enough to balance envs that halt or trap against
@@ -178,23 +175,87 @@ Result<CpuState> CpuBackend::get_cpu_state(int env) {
   return state_.cpu_state(env);
 }
 
-Result<std::vector<uint8_t>> CpuBackend::read_memory(int env, uint32_t lo, uint32_t hi) {
+Result<std::vector<uint8_t>> CpuBackend::read_view(int env, uint32_t lo, uint32_t hi, bool raw) {
   if (auto st = check_env(env); !st) return st.take_error();
   if (lo >= hi || hi > 0x10000)
     return make_error(ErrorKind::Usage, "memory range must satisfy lo < hi <= 0x10000");
   std::vector<uint8_t> out(hi - lo);
-  for (uint32_t a = lo; a < hi; ++a) out[a - lo] = state_.peek(env, a);
+  if (auto st = state_.read_memory(env, lo, hi, raw, out.data()); !st) return st.take_error();
   return out;
+}
+
+Result<std::vector<uint8_t>> CpuBackend::read_memory(int env, uint32_t lo, uint32_t hi) {
+  return read_view(env, lo, hi, false);
+}
+
+Result<std::vector<uint8_t>> CpuBackend::read_memory_raw(int env, uint32_t lo, uint32_t hi) {
+  return read_view(env, lo, hi, true);
+}
+
+Status CpuBackend::load_battery(const BatterySave& save) {
+  if (cfg_.memory_model != MemoryModel::Dmg)
+    return make_error(ErrorKind::Usage, "battery RAM needs memory model dmg");
+  battery_ = save;
+  // Now, and in every later reset: the current reset image (power-on or a loaded state)
+  // takes the battery RAM too.
+  state_.set_battery(save);
+  reset_image_.set_battery(save);
+  return ok_status();
+}
+
+Result<BatterySave> CpuBackend::read_battery(int env) {
+  if (auto st = check_env(env); !st) return st.take_error();
+  return state_.battery(env);
+}
+
+void CpuBackend::clear_outputs(int env) {
+  for (const auto& s : sections_)
+    std::fill_n(out_.begin() + (long)(s.offset + (size_t)env * s.bytes_per_env), s.bytes_per_env,
+                0);
+}
+
+uint8_t* CpuBackend::section(const char* name) {
+  for (const auto& s : sections_)
+    if (s.name == name) return out_.data() + s.offset;
+  return nullptr;
+}
+
+Result<OutputBlock> CpuBackend::outputs() {
+  OutputBlock b;
+  b.data = out_.data();
+  b.bytes = out_.size();
+  b.num_envs = state_.num_envs();
+  b.sections = sections_;
+  return b;
 }
 
 Result<std::vector<float>> CpuBackend::read_obs(int env) {
   if (auto st = check_env(env); !st) return st.take_error();
-  return std::vector<float>(obs_.begin() + (long)env * 32, obs_.begin() + (long)(env + 1) * 32);
+  const float* obs = reinterpret_cast<const float*>(section("obs_v0"));
+  if (!obs) return std::vector<float>{};
+  return std::vector<float>(obs + (long)env * 32, obs + (long)(env + 1) * 32);
 }
 
 Result<float> CpuBackend::read_reward(int env) {
   if (auto st = check_env(env); !st) return st.take_error();
-  return reward_[env];
+  return reinterpret_cast<const float*>(section("reward"))[env];
+}
+
+Result<std::vector<uint8_t>> CpuBackend::read_pixels(int env) {
+  if (auto st = check_env(env); !st) return st.take_error();
+  for (const auto& s : sections_)
+    if (s.name == "pixels") {
+      const uint8_t* p = out_.data() + s.offset + (size_t)env * s.bytes_per_env;
+      return std::vector<uint8_t>(p, p + s.bytes_per_env);
+    }
+  return make_error(ErrorKind::Usage, "the kernel has no pixels output (obs kind is not pixels)");
+}
+
+Result<std::vector<uint8_t>> CpuBackend::read_screen(int env) {
+  if (auto st = check_env(env); !st) return st.take_error();
+  if (!synth_renders(kernel_.build.source.params))
+    return make_error(ErrorKind::Usage, "the kernel does not render (ask for render or pixels)");
+  return state_.screen(env);
 }
 
 Status CpuBackend::debug_poke_register(int env, const std::string& reg, uint16_t value) {

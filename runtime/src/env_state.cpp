@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
+#include "gbx/runtime/memory_reader.h"
 #include "gbx/runtime/state_fields.h"
 
 namespace gbx {
@@ -122,6 +124,32 @@ EnvState::EnvState(int num_envs, MemoryModel mm, const Rom* rom)
   layout_.bind(soa_, reinterpret_cast<uint64_t>(block_.data()));
 }
 
+void EnvState::set_battery(const BatterySave& save) {
+  battery_ = save;
+  has_battery_ = true;
+  for (int i = 0; i < num_envs(); ++i) apply_battery(i);
+}
+
+void EnvState::apply_battery(int env) {
+  if (!has_battery_ || mm_ != MemoryModel::Dmg) return;
+  const size_t n = std::min<size_t>(battery_.ram.size(), rom_ ? rom_->header.ram_size : 0);
+  std::memcpy(mem(env) + GBX_MEM_CART_RAM, battery_.ram.data(), n);
+  std::memcpy(soa_.rtc_regs + (size_t)env * GBX_RTC_BYTES, battery_.rtc_live, 5);
+  std::memcpy(soa_.rtc_regs + (size_t)env * GBX_RTC_BYTES + 5, battery_.rtc_latched, 5);
+  soa_.rtc_second_start[env] = soa_.cycle_count[env];  // a loaded clock starts a new second
+}
+
+BatterySave EnvState::battery(int env) const {
+  BatterySave b;
+  const uint32_t n = rom_ ? rom_->header.ram_size : 0;
+  const uint8_t* m = mem_.data() + (size_t)env * layout_.mem_stride + GBX_MEM_CART_RAM;
+  b.ram.assign(m, m + n);
+  b.has_rtc = rom_ && rom_->header.has_rtc;
+  std::memcpy(b.rtc_live, soa_.rtc_regs + (size_t)env * GBX_RTC_BYTES, 5);
+  std::memcpy(b.rtc_latched, soa_.rtc_regs + (size_t)env * GBX_RTC_BYTES + 5, 5);
+  return b;
+}
+
 void EnvState::reset_zero() {
   std::memset(block_.data(), 0, block_.size());
   std::memset(mem_.data(), 0, mem_.size());
@@ -148,6 +176,7 @@ void EnvState::reset_dmg() {
     soa_.ppu_epoch[i] = -kPpuDotsAtReset;
     soa_.serial_event[i] = INT64_MAX;
     soa_.mbc_rom_bank[i] = 1;
+    apply_battery(i);
     std::memcpy(mem(i) + GBX_MEM_IO, kIoReset, sizeof kIoReset);
     mem(i)[GBX_MEM_IO + 0xFF] = 0x00;  // IE
     write_boot_vram(mem(i) + GBX_MEM_VRAM);
@@ -202,50 +231,41 @@ void EnvState::set_cpu_state(int env, const CpuState& st) {
   soa_.run_state[env] = st.run_state;
 }
 
+GbxParams EnvState::kernel_params() {
+  GbxParams p{};
+  p.s = soa_;
+  p.rom = rom_ && !rom_->bytes.empty() ? rom_->bytes.data() : nullptr;
+  p.rom_size = rom_ ? (unsigned)rom_->bytes.size() : 0;
+  p.mbc = rom_ ? (unsigned)rom_->header.mbc : 0;
+  p.mem = mem_.data();
+  p.mem_stride = layout_.mem_stride;
+  p.cart_ram_size = rom_ ? rom_->header.ram_size : 0;
+  p.num_envs = num_envs();
+  return p;
+}
+
+Status EnvState::read_memory(int env, uint32_t lo, uint32_t hi, bool raw, uint8_t* out) const {
+  if (env < 0 || env >= num_envs())
+    return make_error(ErrorKind::Usage, "env " + std::to_string(env) + " out of range");
+  if (lo >= hi || hi > 0x10000)
+    return make_error(ErrorKind::Usage, "memory range must satisfy lo < hi <= 0x10000");
+  CpuReadMemoryFn fn = reader_;
+  if (!fn) {
+    auto shared = shared_memory_reader(mm_);
+    if (!shared) return shared.take_error();
+    fn = shared.value();
+  }
+  // The kernel only reads through these pointers (the read entry point is side-effect free).
+  const GbxParams p = const_cast<EnvState*>(this)->kernel_params();
+  fn(&p, env, lo, hi, raw ? 1u : 0u, out);
+  return ok_status();
+}
+
 uint8_t EnvState::peek(int env, uint32_t addr) const {
+  uint8_t v = 0xFF;
   addr &= 0xFFFF;
-  const uint8_t* m = mem_.data() + (size_t)env * layout_.mem_stride;
-  if (mm_ == MemoryModel::Flat64k) return m[addr];
-  const auto& rom = rom_->bytes;
-  const uint32_t banks = (uint32_t)rom.size() >> 14;
-  const bool mbc1 = rom_->header.mbc == GBX_MBC_1;
-  const uint32_t high = (uint32_t)(soa_.mbc_ram_bank[env] & 3) << 5;
-  if (addr < 0x4000) {
-    const uint32_t bank = mbc1 && soa_.mbc_mode[env] ? high & (banks - 1) : 0;
-    return rom[(bank << 14) | addr];
-  }
-  if (addr < 0x8000) {
-    uint32_t low = soa_.mbc_rom_bank[env] & 0x1F;
-    if (!mbc1) low = 1;
-    if (low == 0) low = 1;
-    const uint32_t bank = (mbc1 ? (high | low) : 1) & (banks - 1);
-    return rom[(bank << 14) | (addr - 0x4000)];
-  }
-  if (addr < 0xA000) return m[GBX_MEM_VRAM + (addr - 0x8000)];
-  if (addr < 0xC000) {
-    const uint32_t size = rom_->header.ram_size;
-    if (!size || (mbc1 && !soa_.mbc_ram_enable[env])) return 0xFF;
-    const uint32_t ram_banks = size >> 13;
-    const uint32_t base = (mbc1 && soa_.mbc_mode[env] && ram_banks > 1)
-                              ? ((soa_.mbc_ram_bank[env] & 3) % ram_banks) << 13
-                              : 0;
-    return m[GBX_MEM_CART_RAM + (base + (addr - 0xA000)) % size];
-  }
-  if (addr < 0xFE00) return m[GBX_MEM_WRAM + ((addr - 0xC000) & 0x1FFF)];
-  if (addr < 0xFF00) return m[GBX_MEM_OAM + (addr - 0xFE00)];
-  if (addr == 0xFF04) return (uint8_t)((soa_.cycle_count[env] - soa_.div_epoch[env]) >> 8);
-  if (addr == 0xFF44 || addr == 0xFF41) {
-    // Same arithmetic as templates/hw/ppu.h: LY and the STAT mode follow the cycle counter.
-    const bool on = m[GBX_MEM_IO + 0x40] & 0x80;
-    const int64_t pos = on ? (soa_.cycle_count[env] - soa_.ppu_epoch[env]) % 70224 : 0;
-    const uint8_t ly = (uint8_t)(pos / 456);
-    if (addr == 0xFF44) return ly;
-    const int64_t dot = pos % 456;
-    const uint8_t mode = !on ? 0 : ly >= 144 ? 1 : dot < 80 ? 2 : dot < 252 ? 3 : 0;
-    return (uint8_t)(0x80 | (m[GBX_MEM_IO + 0x41] & 0x78) |
-                     (ly == m[GBX_MEM_IO + 0x45] ? 4 : 0) | mode);
-  }
-  return m[GBX_MEM_IO + (addr & 0xFF)];  // TIMA / IF are synced at the end of every step
+  (void)read_memory(env, addr, addr + 1, false, &v);
+  return v;
 }
 
 std::string EnvState::serial(int env) const {
@@ -261,6 +281,14 @@ const std::vector<size_t>& state_field_sizes() {
 #undef GBX_FIELD_SIZE
   };
   return sizes;
+}
+
+std::vector<uint8_t> EnvState::screen(int env) const {
+  const int front = soa_.lcd_flags[env] & 1;  // GBX_LCD_FLAG_FRONT (templates/hw/lcd.h)
+  const uint8_t* fb = soa_.lcd_fb + ((size_t)env * 2 + (size_t)front) * GBX_FRAMEBUFFER_BYTES;
+  std::vector<uint8_t> out((size_t)GBX_SCREEN_W * GBX_SCREEN_H);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = (uint8_t)((fb[i / 4] >> (6 - 2 * (i % 4))) & 3);
+  return out;
 }
 
 }  // namespace gbx

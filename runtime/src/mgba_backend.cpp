@@ -25,6 +25,7 @@
 #include <mgba/internal/sm83/sm83.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <atomic>
 #include <condition_variable>
 #include <cstdarg>
@@ -395,6 +396,16 @@ struct MgbaBackend::Impl {
     return ok_status();
   }
 
+  std::vector<uint8_t> battery;  // cartridge RAM put into every env at each reset
+  bool has_battery = false;
+
+  Status apply_battery(MgbaEnv& e) {
+    if (!has_battery) return ok_status();
+    if (!e.core->savedataRestore(e.core, battery.data(), battery.size(), true))
+      return make_error(ErrorKind::Runtime, "mGBA refused the cartridge RAM");
+    return ok_status();
+  }
+
   Status reset_env(MgbaEnv& e) {
     e.core->reset(e.core);
     if (e.gb->model != GB_MODEL_DMG)
@@ -405,7 +416,7 @@ struct MgbaBackend::Impl {
     e.flush_events();
     e.set_keys(0);
     e.clear_counters();
-    return ok_status();
+    return apply_battery(e);
   }
 
   Result<std::vector<uint8_t>> save_env(MgbaEnv& e) const {
@@ -768,6 +779,34 @@ Result<std::vector<uint8_t>> MgbaBackend::read_memory(int env, uint32_t lo, uint
   out.reserve(hi - lo);
   for (uint32_t a = lo; a < hi; ++a) out.push_back(e.peek(static_cast<uint16_t>(a)));
   return out;
+}
+
+Status MgbaBackend::load_battery(const BatterySave& save) {
+  if (save.has_rtc)
+    return make_error(ErrorKind::Usage,
+                      "the mgba backend cannot load an MBC3 clock (mGBA's follows the host "
+                      "clock); use --backend cpu");
+  impl_->battery = save.ram;
+  impl_->has_battery = true;
+  for (auto& e : impl_->envs)
+    if (Status st = impl_->apply_battery(*e); !st) return st;
+  return ok_status();
+}
+
+Result<BatterySave> MgbaBackend::read_battery(int env) {
+  if (Status st = impl_->check_env(env); !st) return st.take_error();
+  MgbaEnv& e = *impl_->envs[env];
+  void* data = nullptr;
+  const size_t n = e.core->savedataClone(e.core, &data);
+  BatterySave save;
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  save.ram.assign(p, p + std::min(n, impl_->battery.size()));
+  std::free(data);
+  if (save.ram.size() != impl_->battery.size())
+    return make_error(ErrorKind::Runtime, "mGBA returned " + std::to_string(n) +
+                                              " bytes of cartridge RAM, expected " +
+                                              std::to_string(impl_->battery.size()));
+  return save;
 }
 
 Result<std::vector<float>> MgbaBackend::read_obs(int env) {

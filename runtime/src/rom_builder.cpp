@@ -30,7 +30,7 @@ struct Range {
 Result<std::vector<uint8_t>> try_build_rom(const RomSpec& spec) {
   if ((uint64_t{0x8000} << std::min<int>(spec.rom_size_code, 16)) > kMaxRomSize)
     return make_error(ErrorKind::Usage, "ROM size code " + hex(spec.rom_size_code) +
-                                            " is above the 2 MiB limit (codes 0x00-0x06)");
+                                            " is above the 8 MiB limit (codes 0x00-0x08)");
   const uint32_t size = 0x8000u << spec.rom_size_code;
 
   if (spec.title.size() > kMaxTitle)

@@ -107,6 +107,7 @@ class Verifier {
     cfg.frames_per_step = o_.frames_per_step;
     cfg.stage = o_.stage;
     cfg.threads = 1;  // one env
+    cfg.rtc_lock = o_.rtc_lock;
     auto ref = make_backend(o_.ref, rom_, cfg);
     if (!ref) return ref.take_error();
     ref_ = std::move(ref.value());
@@ -450,9 +451,9 @@ Result<fs::path> write_bundle(const BundleInput& in) {
 std::string MemRegion::label() const { return hex(lo, 4) + ":" + hex(hi, 4); }
 std::string MemRegion::file_tag() const { return hex(lo, 4) + "_" + hex(hi, 4); }
 
-Result<MemRegion> parse_mem_region(const std::string& text) {
+Result<MemRegion> parse_mem_region(const std::string& text, const std::string& flag) {
   auto bad = [&](const std::string& why) -> Error {
-    return make_error(ErrorKind::Usage, "bad --mem-region '" + text + "': " + why);
+    return make_error(ErrorKind::Usage, "bad " + flag + " '" + text + "': " + why);
   };
   const auto colon = text.find(':');
   if (colon == std::string::npos || text.find(':', colon + 1) != std::string::npos)

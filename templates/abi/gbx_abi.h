@@ -17,6 +17,11 @@
 #define GBX_MEM_FLAT_SIZE 0x10000u
 
 #define GBX_SERIAL_CAPACITY 1024u
+// Framebuffer: 160x144 shade indices (0-3) at 2 bits a pixel, 40 bytes a row, leftmost pixel
+// in the high bits of a byte; two of them per env (front = last complete frame, back).
+#define GBX_SCREEN_W 160
+#define GBX_SCREEN_H 144
+#define GBX_FRAMEBUFFER_BYTES 5760u
 
 // Values a user reward/done expression may compare with their previous step (prev(i)).
 #define GBX_USER_TRACK_MAX 8u
@@ -24,6 +29,16 @@
 // Cartridge controller kinds (from the header's cartridge type byte).
 #define GBX_MBC_NONE 0
 #define GBX_MBC_1 1
+#define GBX_MBC_2 2
+#define GBX_MBC_3 3
+#define GBX_MBC_3_RTC 4       // MBC3 with the real-time clock
+#define GBX_MBC_5 5
+#define GBX_MBC_5_RUMBLE 6    // RAM bank bit 3 drives the motor, not the RAM
+#define GBX_MBC_1M 7          // MBC1 multicart: BANK1 bit 4 is not wired to the ROM
+
+// MBC3 real-time clock: 5 counting registers (S M H DL DH), then the 5 latched copies.
+#define GBX_RTC_BYTES 10
+#define GBX_RTC_CYCLES_PER_SECOND 4194304LL
 
 // Trap kinds: an env that traps stops running; the others go on.
 #define GBX_TRAP_NONE 0
@@ -73,6 +88,13 @@ typedef struct GbxState {
   unsigned char* joyp_held;      // buttons held at the end of the last step (edge detection)
   float* user_prev;                // GBX_USER_TRACK_MAX per env: tracked values at the last step
   unsigned char* user_prev_valid;  // 0 after reset: the next epilog takes prev = current
+  unsigned char* mbc_rom_bank_hi;  // MBC5 ROM bank bit 8
+  unsigned char* mbc_rtc_latch;    // MBC3: last value written to 6000-7FFF (latch on 00 -> 01)
+  unsigned char* rtc_regs;         // GBX_RTC_BYTES per env (MBC3 clock), env-major
+  long long* rtc_second_start;     // cycle_count at which the clock's current second began
+  unsigned char* lcd_fb;          // GBX_FRAMEBUFFER_BYTES * 2 per env: front and back framebuffer
+  unsigned char* lcd_flags;       // bit 0: front buffer index, bit 1: window WY matched
+  unsigned char* lcd_win_line;    // window internal line counter
 } GbxState;
 
 typedef struct GbxParams {
@@ -93,7 +115,14 @@ typedef struct GbxParams {
   float* reward;              // one float per env
   int obs_dim;
   int reserved0;
-  unsigned char* done;        // one byte per env (user done expression), or null
+  // Typed outputs beside obs and reward. Backends point all of them into one block so a
+  // step's outputs for every env come back in one copy (README "Kernel outputs").
+  unsigned char* pixels;               // obs kind pixels: bytes per env by obs format
+  unsigned char* done;                 // one byte per env (user done expression)
+  unsigned char* gather;               // gather_count bytes per env: mem[gather_addrs[i]]
+  const unsigned short* gather_addrs;  // bus addresses read by the RAM-gather epilog
+  int gather_count;
+  int reserved1;
 } GbxParams;
 
 #endif

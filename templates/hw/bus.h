@@ -47,6 +47,7 @@ GBX_FN u8 bus_read(Bus& b, u32 addr) {
 }
 
 GBX_NOINLINE void bus_write_slow(Bus& b, u32 addr, u8 v) {
+  if (addr - 0x8000u < 0x2000u || addr - 0xFE00u < 0x100u) lcd_before_write(b);
   if (addr < 0x8000u) mbc_write(b, addr, v);
   else if (addr < 0xA000u) {
     if (!ppu_vram_locked(b)) b.mem[GBX_MEM_VRAM + (addr - 0x8000u)] = v;

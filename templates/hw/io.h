@@ -151,6 +151,7 @@ GBX_FN void oam_dma(Bus& b, u8 page);
 
 GBX_NOINLINE void io_write(Bus& b, u32 addr, u8 v) {
   const i64 now = io_time(b);
+  if (addr - 0xFF40u < 0x0Cu) lcd_before_write(b);
   switch (addr) {
     case 0xFF00: joyp_update(b, v, b.joyp_buttons); return;
     case 0xFF02:
@@ -172,6 +173,7 @@ GBX_NOINLINE void io_write(Bus& b, u32 addr, u8 v) {
     case 0xFF40:
       ppu_service(b, now);  // interrupts due before this write happen first
       ppu_write_lcdc(b, v);
+      lcd_lcdc_written(b);
       break;
     case 0xFF41: ppu_write_stat(b, v); break;
     case 0xFF44: return;  // LY is read-only

@@ -37,6 +37,17 @@ struct Bus {
   i64 joyp_event;    // cycle at which the step's buttons are released (release_after_frames)
   i64 apu_synced;    // APU length counters are up to date at this cycle
   u16* apu_length;   // 4 length counters (ch1-ch4), counting down at 256 Hz
+  u8* GBX_RESTRICT rtc;    // MBC3 clock: S M H DL DH counting, then the latched copies
+  i64 rtc_second_start;    // cycle at which the clock's current second began
+  u8 mbc_rom_bank_hi;      // MBC5 ROM bank bit 8
+  u8 mbc_rtc_latch;        // MBC3: last byte written to 6000-7FFF
+  // Scanline renderer (hw/lcd.h), used only by kernels that draw.
+  i64 lcd_next;      // cycle of the next line end or VBlank the renderer has to process
+  i64 lcd_step_end;  // this step's target cycle (run mode frames)
+  i64 lcd_period;    // cycles from one step end to the next; 0: every frame is drawn
+  u8* GBX_RESTRICT lcd_fb;  // the env's two framebuffers
+  u8 lcd_flags;             // GBX_LCD_FLAG_*
+  u8 lcd_win_line;          // window line counter
 };
 
 GBX_FN u8* io_reg(Bus& b, u32 addr) { return b.mem + GBX_MEM_IO + (addr & 0xFFu); }

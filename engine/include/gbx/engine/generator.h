@@ -1,6 +1,7 @@
 #pragma once
 // The code generator: templates (data) + synthesis parameters -> one readable source.
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,9 @@ struct GeneratedSource {
   SynthParams params;
   std::string source;       // full translation unit
   std::string entry_point;  // "gbx_step"
+  // Further exported functions by role (manifest "extra_entry_points"), e.g.
+  // {"read_memory", "gbx_read_memory"}: the engine looks them up without knowing what they do.
+  std::map<std::string, std::string> extra_entry_points;
   std::string file_name;    // "source.cpp" or "source.cu"
 };
 

@@ -1,6 +1,7 @@
 #pragma once
 // Synthesis pipeline for one parameter set: generate -> key -> cache lookup -> compile on a
 // miss -> publish -> load. Used by gbx-synth and by the runtime's backends.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,9 +42,19 @@ nlohmann::json kernel_meta(const CacheKeyInputs& in, const GeneratedSource& src)
 // Signature of the CPU entry point (see templates/kernel/step.tmpl).
 using CpuStepFn = void (*)(const ::GbxParams* params, int env_begin, int env_end);
 
+// Signature of the CPU memory-read entry point (role "read_memory"): env's bus addresses
+// [lo, hi) into out, side-effect free (see templates/kernel/step.tmpl).
+using CpuReadMemoryFn = void (*)(const ::GbxParams* params, int env, unsigned lo, unsigned hi,
+                                 unsigned flags, unsigned char* out);
+
 struct CpuKernel {
   KernelBuild build;
   CpuStepFn step = nullptr;
+  std::map<std::string, void*> entries;  // extra entry points by role (manifest)
+  void* entry(const std::string& role) const {
+    auto it = entries.find(role);
+    return it == entries.end() ? nullptr : it->second;
+  }
 };
 
 // Compiles (or finds in the cache) and, if `load`, JIT-loads the kernel. A cached entry that

@@ -11,6 +11,11 @@ enum class Stage { EmulateOnly, RewardOnly, ObsOnly, FullStep };
 enum class Device { Cpu, Cuda };
 enum class MemoryModel { Dmg, Flat64k };
 enum class RunMode { Frames, Instructions };
+// What the obs stages write: obs_v0's 32 floats, or the screen.
+enum class ObsKind { Vec, Pixels };
+// Screen observation layouts (design.md section 7): full u8[144][160], half u8[72][80] (top-left
+// pixel of each 2x2), packed u8[144][40] (4 pixels a byte, leftmost in the high bits).
+enum class ObsFormat { Full, Half, Packed };
 
 struct SynthParams {
   Stage stage = Stage::FullStep;
@@ -18,6 +23,9 @@ struct SynthParams {
   MemoryModel memory_model = MemoryModel::Dmg;
   RunMode run_mode = RunMode::Frames;
   int obs_dim = 32;
+  ObsKind obs = ObsKind::Vec;
+  ObsFormat obs_format = ObsFormat::Full;  // used when obs is pixels
+  bool render = false;  // draw the framebuffer even when no output reads it (screenshots)
   std::vector<std::string> debug;  // debug options, e.g. "trace"; sorted when hashed
   // User expressions (gbx/engine/user_expr.h), injected at POST_STEP_DISPATCH: a reward that
   // replaces the stage's, a done flag, and values whose previous step prev(i) reads.
@@ -28,6 +36,7 @@ struct SynthParams {
   bool has_user_exprs() const {
     return !reward_expr.empty() || !done_expr.empty() || !track.empty();
   }
+  bool rtc_lock = false;           // cartridge clocks (MBC3 RTC) never advance
 
   // Canonical "key=value;..." string used in hashes, metadata and comments.
   std::string canonical() const;
@@ -37,7 +46,11 @@ std::string_view to_string(Stage s);
 std::string_view to_string(Device d);
 std::string_view to_string(MemoryModel m);
 std::string_view to_string(RunMode r);
+std::string_view to_string(ObsKind k);
+std::string_view to_string(ObsFormat f);
 std::optional<Stage> parse_stage(std::string_view s);
+std::optional<ObsKind> parse_obs_kind(std::string_view s);
+std::optional<ObsFormat> parse_obs_format(std::string_view s);
 std::optional<Device> parse_device(std::string_view s);
 std::optional<MemoryModel> parse_memory_model(std::string_view s);
 std::optional<RunMode> parse_run_mode(std::string_view s);
@@ -46,5 +59,13 @@ const std::vector<Stage>& all_stages();
 // Which outputs a stage writes; the others are left untouched.
 inline bool stage_writes_obs(Stage s) { return s == Stage::ObsOnly || s == Stage::FullStep; }
 inline bool stage_writes_reward(Stage s) { return s == Stage::RewardOnly || s == Stage::FullStep; }
+// Whether a kernel with these parameters draws the screen.
+inline bool synth_renders(const SynthParams& p) {
+  return p.render || (p.obs == ObsKind::Pixels && stage_writes_obs(p.stage));
+}
+// Bytes of one env's pixels observation in format f.
+inline int pixels_obs_bytes(ObsFormat f) {
+  return f == ObsFormat::Full ? 144 * 160 : f == ObsFormat::Half ? 72 * 80 : 144 * 40;
+}
 
 }  // namespace gbx

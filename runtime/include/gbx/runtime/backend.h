@@ -24,6 +24,14 @@ struct CpuState {
   uint8_t trap_opcode = 0;
 };
 
+// Battery-backed cartridge contents, what a .sav file holds (runtime/src/battery_file.cpp).
+struct BatterySave {
+  std::vector<uint8_t> ram;  // cartridge RAM, the header's size (MBC2: 512 half-bytes)
+  bool has_rtc = false;      // MBC3 clock: S M H DL DH, counting and latched
+  uint8_t rtc_live[5] = {};
+  uint8_t rtc_latched[5] = {};
+};
+
 struct BackendConfig {
   int num_envs = 1;
   int frames_per_step = 1;
@@ -46,7 +54,39 @@ struct BackendConfig {
   std::string reward_expr;
   std::string done_expr;
   std::vector<std::string> track;
+  bool rtc_lock = false;              // cartridge clocks never advance (synthesis parameter)
+  ObsKind obs = ObsKind::Vec;  // what the obs stages write (obs_v0 or the screen)
+  ObsFormat obs_format = ObsFormat::Full;
+  bool render = false;                 // draw the screen whatever the stage (screenshots)
+  std::vector<uint16_t> gather_addrs;  // RAM gather: bytes the obs stages copy out per env
 };
+
+// One named, typed output of a step, for all envs: env-major inside its section.
+struct OutputSection {
+  std::string name;        // obs_v0 | pixels | reward | done | gather
+  std::string dtype;       // f32 | u8
+  std::vector<int> shape;  // per env
+  size_t offset = 0;       // bytes from the start of the block (64-byte aligned)
+  size_t bytes_per_env = 0;
+};
+
+// Every output of a step for all envs in one contiguous block, so one copy returns them.
+struct OutputBlock {
+  const uint8_t* data = nullptr;
+  size_t bytes = 0;
+  int num_envs = 0;
+  std::vector<OutputSection> sections;
+  const OutputSection* find(const std::string& name) const {
+    for (const auto& sec : sections)
+      if (sec.name == name) return &sec;
+    return nullptr;
+  }
+};
+
+// The sections a kernel backend allocates for this configuration, in block order: obs_v0
+// f32[32] (obs vec) or pixels u8[...] (obs pixels), reward f32, done u8, gather u8[k] (when
+// gather addresses are given). Returns the block size in bytes.
+size_t output_layout(const BackendConfig& cfg, int num_envs, std::vector<OutputSection>& out);
 
 // The synthesis parameters a kernel backend compiles for this configuration.
 inline SynthParams synth_params_for(const BackendConfig& cfg, Device device, int obs_dim) {
@@ -60,6 +100,10 @@ inline SynthParams synth_params_for(const BackendConfig& cfg, Device device, int
   p.reward_expr = cfg.reward_expr;
   p.done_expr = cfg.done_expr;
   p.track = cfg.track;
+  p.rtc_lock = cfg.rtc_lock;
+  p.obs = cfg.obs;
+  p.obs_format = cfg.obs_format;
+  p.render = cfg.render;
   return p;
 }
 
@@ -102,6 +146,22 @@ class Backend {
   virtual Result<CpuState> get_cpu_state(int env) = 0;
   // Bytes [lo, hi) of env's bus view (hi exclusive, <= 0x10000).
   virtual Result<std::vector<uint8_t>> read_memory(int env, uint32_t lo, uint32_t hi) = 0;
+  // The same range with cartridge RAM as the env holds it (current bank) even while the
+  // controller disables it.
+  virtual Result<std::vector<uint8_t>> read_memory_raw(int env, uint32_t lo, uint32_t hi) {
+    (void)env, (void)lo, (void)hi;
+    return make_error(ErrorKind::Usage, "the " + name() + " backend has no raw memory view");
+  }
+  // Battery RAM (and clock): load_battery puts `save` into every env now and at each reset;
+  // read_battery returns env's.
+  virtual Status load_battery(const BatterySave& save) {
+    (void)save;
+    return make_error(ErrorKind::Usage, "the " + name() + " backend cannot load battery RAM");
+  }
+  virtual Result<BatterySave> read_battery(int env) {
+    (void)env;
+    return make_error(ErrorKind::Usage, "the " + name() + " backend cannot read battery RAM");
+  }
   // Stage outputs and serial capture; empty when the backend does not produce them.
   virtual Result<std::vector<float>> read_obs(int env) {
     (void)env;
@@ -110,6 +170,22 @@ class Backend {
   virtual Result<float> read_reward(int env) {
     (void)env;
     return 0.0f;
+  }
+  // The step's outputs for all envs (layout: output_layout()); views stay valid until the
+  // next step or reset.
+  virtual Result<OutputBlock> outputs() {
+    return make_error(ErrorKind::Usage, "the " + name() + " backend has no output block");
+  }
+  // env's pixels observation (obs kind pixels) in the configured format.
+  virtual Result<std::vector<uint8_t>> read_pixels(int env) {
+    (void)env;
+    return make_error(ErrorKind::Usage, "the " + name() + " backend has no pixels output");
+  }
+  // env's last complete frame: 160x144 shade indices 0-3, row-major. Needs a kernel that
+  // renders (BackendConfig::render or a pixels obs stage).
+  virtual Result<std::vector<uint8_t>> read_screen(int env) {
+    (void)env;
+    return make_error(ErrorKind::Usage, "the " + name() + " backend cannot read the screen");
   }
   virtual Result<std::string> serial_output(int env) {
     (void)env;

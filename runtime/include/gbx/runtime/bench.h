@@ -34,6 +34,7 @@ struct BenchOptions {
   int release_after_frames = -1;  // < 0: buttons are never released within a step
   Stage stage = Stage::FullStep;
   int threads = 0;  // cpu / mgba: 0 = all cores
+  bool rtc_lock = false;  // cartridge clocks frozen (synthesis parameter)
   int64_t sync_every = 64;
   int device_index = 0;
   int block_size = 0;  // cuda threads per block; 0 = the backend's choice

@@ -2,6 +2,7 @@
 // The cpu backend: the JIT-compiled kernel stepped over all cores (OpenMP), env chunks per
 // thread. State lives in an EnvState the conformance runner may also set directly.
 #include <memory>
+#include <optional>
 
 #include "gbx/engine/kernel_builder.h"
 #include "gbx/runtime/backend.h"
@@ -24,8 +25,14 @@ class CpuBackend : public Backend {
   Status sync() override { return ok_status(); }
   Result<CpuState> get_cpu_state(int env) override;
   Result<std::vector<uint8_t>> read_memory(int env, uint32_t lo, uint32_t hi) override;
+  Result<std::vector<uint8_t>> read_memory_raw(int env, uint32_t lo, uint32_t hi) override;
+  Status load_battery(const BatterySave& save) override;
+  Result<BatterySave> read_battery(int env) override;
   Result<std::vector<float>> read_obs(int env) override;
   Result<float> read_reward(int env) override;
+  Result<OutputBlock> outputs() override;
+  Result<std::vector<uint8_t>> read_pixels(int env) override;
+  Result<std::vector<uint8_t>> read_screen(int env) override;
   Result<std::string> serial_output(int env) override;
   std::string kernel_key() const override { return kernel_.build.key; }
   Status debug_poke_register(int env, const std::string& reg, uint16_t value) override;
@@ -37,9 +44,10 @@ class CpuBackend : public Backend {
 
   // Bulk views of all envs' outputs, env-major: obs_dim floats, one reward float and one done
   // byte per env. Owned by the backend, overwritten by every step.
-  float* obs_data() { return obs_.data(); }
-  float* reward_data() { return reward_.data(); }
-  uint8_t* done_data() { return done_.data(); }
+  // Views into the output block (README "Kernel outputs"); obs_data is null unless obs=vec.
+  float* obs_data() { return reinterpret_cast<float*>(section("obs_v0")); }
+  float* reward_data() { return reinterpret_cast<float*>(section("reward")); }
+  uint8_t* done_data() { return section("done"); }
   int obs_dim() const { return 32; }
 
   EnvState& state() { return state_; }
@@ -50,18 +58,22 @@ class CpuBackend : public Backend {
   CpuBackend() = default;
   Status check_env(int env) const;
   Status run(const std::vector<int32_t>& actions, int frames, const uint8_t* mask);
+  Result<std::vector<uint8_t>> read_view(int env, uint32_t lo, uint32_t hi, bool raw);
+  uint8_t* section(const char* name);  // nullptr when this configuration has no such output
+  void clear_outputs(int env);         // zeroes env's slice of every output section
   // The DMG post-boot (or flat64k all-zero) state of one env.
   EnvState power_on_image() const;
 
   Rom rom_;
   BackendConfig cfg_;
   CpuKernel kernel_;
+  CpuReadMemoryFn read_memory_ = nullptr;  // the kernel's read_memory entry point
+  std::optional<BatterySave> battery_;     // --sav contents, part of every reset image
   EnvState state_;
+  std::vector<uint8_t> out_;  // the output block (output_layout)
+  std::vector<OutputSection> sections_;
   // What reset() copies into an env: one image shared by all envs, or one per env.
   EnvState reset_image_;
-  std::vector<float> obs_;
-  std::vector<float> reward_;
-  std::vector<uint8_t> done_;
   std::vector<int32_t> release_;  // release_after_frames for every env
   int threads_ = 1;
 };

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "gbx/engine/kernel_builder.h"
 #include "gbx/engine/result.h"
 #include "gbx/engine/synthesis.h"
 #include "gbx/runtime/backend.h"
@@ -65,12 +66,29 @@ class EnvState {
 
   CpuState cpu_state(int env) const;
   void set_cpu_state(int env, const CpuState& st);
-  // Side-effect-free read of env's bus view (ROM banking, echo RAM, lazy DIV/TIMA).
+  // env's bus addresses [lo, hi) into out, through the kernel's own read path (the
+  // generated module's read_memory entry point): what the CPU would read, or with `raw`
+  // cartridge RAM as held even while disabled. Side-effect free.
+  Status read_memory(int env, uint32_t lo, uint32_t hi, bool raw, uint8_t* out) const;
+  // One byte of read_memory's bus view (0xFF if no reader can be built).
   uint8_t peek(int env, uint32_t addr) const;
+  // The reader read_memory uses: a backend's own kernel; without one, a shared CPU kernel
+  // for this memory model is built (or found in the cache) on first use.
+  void set_memory_reader(CpuReadMemoryFn fn) { reader_ = fn; }
+  // The kernel arguments that describe this state (outputs and step sizes left zero).
+  GbxParams kernel_params();
+
+  // Battery-backed cartridge contents: set_battery copies them into every env now and at
+  // every reset_dmg; battery(env) reads env's.
+  void set_battery(const BatterySave& save);
+  BatterySave battery(int env) const;
   std::string serial(int env) const;
+  // env's front framebuffer (the last complete frame), unpacked: 160x144 shades, row-major.
+  std::vector<uint8_t> screen(int env) const;
 
  private:
   void write_boot_vram(uint8_t* vram) const;
+  void apply_battery(int env);
 
   StateLayout layout_;
   MemoryModel mm_ = MemoryModel::Dmg;
@@ -78,6 +96,9 @@ class EnvState {
   std::vector<uint8_t> block_;
   std::vector<uint8_t> mem_;
   GbxState soa_{};
+  CpuReadMemoryFn reader_ = nullptr;
+  BatterySave battery_;
+  bool has_battery_ = false;
 };
 
 }  // namespace gbx

@@ -62,6 +62,10 @@ class MgbaBackend final : public Backend {
   Status sync() override { return ok_status(); }
   Result<CpuState> get_cpu_state(int env) override;
   Result<std::vector<uint8_t>> read_memory(int env, uint32_t lo, uint32_t hi) override;
+  // Battery RAM through libmgba's savedata API (cartridge RAM only: mGBA's MBC3 clock follows
+  // the host clock, so clock carts are refused).
+  Status load_battery(const BatterySave& save) override;
+  Result<BatterySave> read_battery(int env) override;
   // Filled by step() per cfg.stage (obs_v0 / reward_v0), zeros until then.
   Result<std::vector<float>> read_obs(int env) override;
   Result<float> read_reward(int env) override;

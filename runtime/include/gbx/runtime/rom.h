@@ -19,7 +19,9 @@ struct CartHeader {
   int mbc = 0;             // GBX_MBC_*
   bool has_ram = false;
   bool has_battery = false;
-  uint32_t rom_size = 0;   // from the size code
+  bool has_rtc = false;    // MBC3 real-time clock
+  uint32_t rom_size = 0;   // bytes GBX maps: the file, padded to a power of two if needed
+  uint32_t file_size = 0;  // bytes in the file
   uint32_t ram_size = 0;   // cartridge RAM bytes (0 if none)
 };
 
@@ -27,14 +29,17 @@ struct Rom {
   std::string name;  // file stem or builtin name
   std::vector<uint8_t> bytes;
   CartHeader header;
-  std::string sha256;
+  std::string sha256;                 // of the file's bytes (before any padding)
+  std::vector<std::string> warnings;  // e.g. the padding of a non-power-of-two dump
 };
 
-// Largest ROM accepted (MBC1's 2 MiB limit; larger carts need MBCs GBX does not have yet).
-constexpr size_t kMaxRomSize = 2u << 20;
+// Largest ROM accepted (MBC5's 8 MiB).
+constexpr size_t kMaxRomSize = 8u << 20;
 
-// Parses and validates a header: size, size code vs file size, supported cartridge type,
-// header checksum. Errors are one line naming the problem.
+// Parses and validates a header: size, size code vs file size (a file shorter than the
+// header says is an error; one that holds the header's banks but is not a power of two is
+// mapped padded), supported cartridge type, CGB-only flag, header checksum. Errors are one
+// line naming the problem.
 Result<CartHeader> parse_header(const std::vector<uint8_t>& bytes);
 
 // Pan Docs header checksum: x = 0; x = x - rom[i] - 1 for i in 0x134..0x14C.

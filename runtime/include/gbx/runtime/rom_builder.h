@@ -22,7 +22,7 @@ struct RomSpec {
 };
 
 // A full image: entry, header, header and global checksums (no logo bytes). Unused bytes
-// are 0x00. Errors: size code above 2 MiB, title too long or not printable ASCII, program or
+// are 0x00. Errors: size code above 8 MiB, title too long or not printable ASCII, program or
 // patch outside the image, a patch over the header (0x0100-0x014F) or over other bytes.
 Result<std::vector<uint8_t>> try_build_rom(const RomSpec& spec);
 // The same for specs known to be valid (the built-in table): a bad spec is a programming

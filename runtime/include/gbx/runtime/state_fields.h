@@ -38,7 +38,14 @@
   X(tima_reload, 8)                    \
   X(apu_synced, 8)                     \
   X(apu_length, 8)                     \
-  X(joyp_held, 1)                       \
+  X(joyp_held, 1)                      \
   X(user_prev, 4 * GBX_USER_TRACK_MAX) \
-  X(user_prev_valid, 1)
+  X(user_prev_valid, 1)                \
+  X(mbc_rom_bank_hi, 1)                \
+  X(mbc_rtc_latch, 1)                  \
+  X(rtc_regs, GBX_RTC_BYTES)           \
+  X(rtc_second_start, 8)               \
+  X(lcd_fb, 2 * GBX_FRAMEBUFFER_BYTES) \
+  X(lcd_flags, 1)                      \
+  X(lcd_win_line, 1)
 // clang-format on

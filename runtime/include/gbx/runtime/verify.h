@@ -21,7 +21,9 @@ struct MemRegion {
   std::string label() const;     // "C000:C100"
   std::string file_tag() const;  // "C000_C100"
 };
-Result<MemRegion> parse_mem_region(const std::string& text);
+// `flag` names the option in error messages.
+Result<MemRegion> parse_mem_region(const std::string& text,
+                                   const std::string& flag = "--mem-region");
 
 // Test-only fault: after step `step` (1-based) the dut's register `reg` is corrupted.
 struct FaultSpec {
@@ -50,6 +52,7 @@ struct VerifyOptions {
   ActionGen actions = ActionGen::Noop;
   uint64_t seed = 0;
   Stage stage = Stage::FullStep;
+  bool rtc_lock = false;  // cartridge clocks frozen (both kernel backends)
   std::optional<FaultSpec> fault;
   std::filesystem::path out_dir = "artifacts";
   // For the bundle's repro.sh and metadata: the tool's absolute path, its arguments after

@@ -1,0 +1,46 @@
+#pragma once
+// Kernel variants (stage + obs kind/format) of one backend compared on the same ROM, timed in
+// interleaved rounds (A B A B ...) so that machine noise hits every variant alike; ratios are
+// measured in the same run.
+#include <string>
+#include <vector>
+
+#include "gbx/engine/result.h"
+#include "gbx/runtime/backend.h"
+
+namespace gbx {
+
+struct StageVariant {
+  std::string label;  // as given: stage[:obs[:format]], e.g. obs_only:pixels:packed
+  Stage stage = Stage::EmulateOnly;
+  ObsKind obs = ObsKind::Vec;
+  ObsFormat obs_format = ObsFormat::Full;
+};
+
+// "emulate_only" or "obs_only:pixels" or "full_step:pixels:half".
+Result<StageVariant> parse_stage_variant(const std::string& text);
+
+struct InterleavedBenchOptions {
+  std::string backend = "cpu";
+  std::string rom = "builtin:PPU_BENCH";
+  int envs = 64;
+  int frames_per_step = 24;
+  int threads = 0;
+  int rounds = 10;
+  int steps_per_round = 2;
+  int warmup_steps = 2;
+  std::vector<StageVariant> variants;
+};
+
+struct VariantResult {
+  std::string label;
+  std::string kernel_key;
+  double seconds = 0;
+  long long env_frames = 0;
+  double frames_per_sec = 0;
+  double ratio_to_first = 0;  // frames/s over the first variant's
+};
+
+Result<std::vector<VariantResult>> run_interleaved_bench(const InterleavedBenchOptions& o);
+
+}  // namespace gbx

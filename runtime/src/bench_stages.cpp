@@ -1,0 +1,85 @@
+#include "gbx/runtime/bench_stages.h"
+
+#include <chrono>
+#include <memory>
+#include <sstream>
+
+#include "gbx/runtime/rom.h"
+
+namespace gbx {
+
+Result<StageVariant> parse_stage_variant(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ':')) parts.push_back(item);
+  auto bad = [&](const std::string& why) -> Error {
+    return make_error(ErrorKind::Usage, "bad stage variant '" + text + "': " + why);
+  };
+  if (parts.empty() || parts.size() > 3) return bad("expected stage[:obs[:format]]");
+  StageVariant v;
+  v.label = text;
+  auto stage = parse_stage(parts[0]);
+  if (!stage) return bad("unknown stage '" + parts[0] + "'");
+  v.stage = *stage;
+  if (parts.size() > 1) {
+    auto obs = parse_obs_kind(parts[1]);
+    if (!obs) return bad("unknown obs kind '" + parts[1] + "' (vec, pixels)");
+    v.obs = *obs;
+  }
+  if (parts.size() > 2) {
+    auto f = parse_obs_format(parts[2]);
+    if (!f) return bad("unknown obs format '" + parts[2] + "' (full, half, packed)");
+    v.obs_format = *f;
+  }
+  return v;
+}
+
+Result<std::vector<VariantResult>> run_interleaved_bench(const InterleavedBenchOptions& o) {
+  auto usage = [](std::string m) -> Error { return make_error(ErrorKind::Usage, std::move(m)); };
+  if (o.variants.size() < 2) return usage("give at least two stage variants to compare");
+  if (o.envs < 1) return usage("--envs must be at least 1");
+  if (o.frames_per_step < 1) return usage("--frames-per-step must be at least 1");
+  if (o.rounds < 1 || o.steps_per_round < 1 || o.warmup_steps < 0)
+    return usage("--rounds and --steps-per-round must be >= 1, --warmup-steps >= 0");
+  auto rom = load_rom(o.rom);
+  if (!rom) return rom.take_error();
+
+  std::vector<std::unique_ptr<Backend>> backends;
+  std::vector<VariantResult> out;
+  for (const StageVariant& v : o.variants) {
+    BackendConfig cfg;
+    cfg.num_envs = o.envs;
+    cfg.frames_per_step = o.frames_per_step;
+    cfg.threads = o.threads;
+    cfg.stage = v.stage;
+    cfg.obs = v.obs;
+    cfg.obs_format = v.obs_format;
+    auto b = make_backend(o.backend, rom.value(), cfg);
+    if (!b) return b.take_error();
+    for (int i = 0; i < o.warmup_steps; ++i)
+      if (auto st = b.value()->step({}); !st) return st.take_error();
+    if (auto st = b.value()->sync(); !st) return st.take_error();
+    VariantResult r;
+    r.label = v.label;
+    r.kernel_key = b.value()->kernel_key();
+    out.push_back(r);
+    backends.push_back(std::move(b.value()));
+  }
+  using Clock = std::chrono::steady_clock;
+  for (int round = 0; round < o.rounds; ++round) {
+    for (size_t k = 0; k < backends.size(); ++k) {
+      const auto t0 = Clock::now();
+      for (int i = 0; i < o.steps_per_round; ++i)
+        if (auto st = backends[k]->step({}); !st) return st.take_error();
+      if (auto st = backends[k]->sync(); !st) return st.take_error();
+      out[k].seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+      out[k].env_frames += (long long)o.steps_per_round * o.frames_per_step * o.envs;
+    }
+  }
+  for (auto& r : out) r.frames_per_sec = (double)r.env_frames / r.seconds;
+  for (auto& r : out) r.ratio_to_first = r.frames_per_sec / out[0].frames_per_sec;
+  return out;
+}
+
+}  // namespace gbx

@@ -1,0 +1,212 @@
+// Scanline renderer (Pan Docs "Rendering", "Tile Data", "Tile Maps", "Window", "OAM",
+// "LCD Control", "Palettes"). Line L is drawn from the VRAM, OAM and register values in force
+// when its mode 3 ends; the renderer is caught up lazily, like the PPU timing: before every
+// write to a PPU register (FF40-FF4B), VRAM or OAM, and at the end of the step, so changes made
+// between lines (SCX per line, window splits, palettes from LYC / HBlank interrupts) land on
+// the right lines. Changes in the middle of a line's mode 3 are not modelled.
+//
+// Framebuffer: two 5760-byte buffers per env (state field lcd_fb), 160x144 shade indices at
+// 2 bits a pixel, 40 bytes a row, leftmost pixel in the high bits. The back buffer is drawn,
+// the two swap at VBlank (line 144, dot 0); the front buffer is the last complete frame and is
+// all shade 0 while the LCD is off.
+//
+// Only kernels with GBX_RENDER draw. In frames mode they draw only the frames that can be the
+// last complete frame at the end of some step (every step ends at this step's target plus a
+// multiple of the step length), so a step of 24 frames draws about one frame.
+#define GBX_LCD_ROW_BYTES 40
+#define GBX_LCD_FLAG_FRONT 0x01   // which of the two buffers is the front (last complete frame)
+#define GBX_LCD_FLAG_WY_HIT 0x02  // LY equalled WY on some line of this frame (window may show)
+// A step can end a little after its target (the last instruction or interrupt dispatch runs
+// to completion); frames whose VBlank falls in that overshoot must be drawn too.
+#define GBX_LCD_STEP_SLACK 256
+
+#if GBX_RENDER
+
+// Dot of a visible line at which it is drawn: the earliest end of mode 3 (mode 2 + 172 dots).
+// ppu_mode3_end gives the exact end (SCX, window and object penalties), but it depends on
+// registers a program may still change before the line; a write between the two points falls
+// inside mode 3, a mid-line effect this renderer does not model either way, and the fixed
+// point keeps catching up cheap on lines that are not drawn.
+GBX_FN i64 lcd_draw_dot(Bus& b, i64 line) {
+  (void)b;
+  (void)line;
+  return GBX_MODE2_DOTS + GBX_MODE3_MIN_DOTS;
+}
+
+// First renderer event (a visible line's draw point or the VBlank swap) strictly after `after`.
+GBX_FN i64 lcd_next_after(Bus& b, i64 after) {
+  if (after < b.ppu_epoch) return b.ppu_epoch + lcd_draw_dot(b, 0);
+  const i64 pos = (after - b.ppu_epoch) % GBX_FRAME_CYCLES;
+  const i64 frame_start = after - pos;
+  const i64 line = pos / GBX_LINE_DOTS;
+  if (line < 144) {
+    if (pos < line * GBX_LINE_DOTS + lcd_draw_dot(b, line))
+      return frame_start + line * GBX_LINE_DOTS + lcd_draw_dot(b, line);
+    if (line < 143) return frame_start + (line + 1) * GBX_LINE_DOTS + lcd_draw_dot(b, line + 1);
+    return frame_start + 144 * GBX_LINE_DOTS;
+  }
+  return frame_start + GBX_FRAME_CYCLES + lcd_draw_dot(b, 0);
+}
+
+// Whether the frame whose VBlank starts at `vblank` can be the front buffer at a step's end.
+GBX_FN bool lcd_frame_needed(const Bus& b, i64 vblank) {
+  if (b.lcd_period <= 0) return true;
+  i64 r = (b.lcd_step_end + GBX_LCD_STEP_SLACK - vblank) % b.lcd_period;
+  if (r < 0) r += b.lcd_period;
+  return r < GBX_FRAME_CYCLES + GBX_LCD_STEP_SLACK;
+}
+
+GBX_FN u32 lcd_tile_pixel(const u8* vram, u32 addr, u32 bit) {
+  return (((u32)vram[addr + 1] >> bit) & 1u) << 1 | (((u32)vram[addr] >> bit) & 1u);
+}
+
+// BG / window tile row address in VRAM: LCDC bit 4 picks 0x8000 unsigned or 0x9000 signed.
+GBX_FN u32 lcd_bg_tile_row(const u8* vram, u8 lcdc, u32 map, u32 tx, u32 ty, u32 row) {
+  const u8 tile = vram[map + (ty & 31u) * 32u + (tx & 31u)];
+  const u32 base = (lcdc & 0x10) ? (u32)tile * 16u : (u32)(0x1000 + (i32)(i8)tile * 16);
+  return base + row * 2u;
+}
+
+GBX_NOINLINE void lcd_draw_line(Bus& b, u32 ly, u8* GBX_RESTRICT row) {
+  const u8* vram = b.mem + GBX_MEM_VRAM;
+  const u8* oam = b.mem + GBX_MEM_OAM;
+  const u8 lcdc = *io_reg(b, 0xFF40);
+  const u8 bgp = *io_reg(b, 0xFF47);
+  u8 color[160];  // BG / window colour index before the palette (0 where they are blank)
+  for (u32 x = 0; x < 160u; ++x) color[x] = 0;
+
+  if (lcdc & 0x01) {
+    const u32 scx = *io_reg(b, 0xFF43), y = (ly + *io_reg(b, 0xFF42)) & 0xFFu;
+    const u32 map = (lcdc & 0x08) ? 0x1C00u : 0x1800u;
+    u32 addr = 0;
+    for (u32 x = 0; x < 160u; ++x) {
+      const u32 bx = (x + scx) & 0xFFu;
+      if (x == 0 || (bx & 7u) == 0) addr = lcd_bg_tile_row(vram, lcdc, map, bx >> 3, y >> 3, y & 7u);
+      color[x] = (u8)lcd_tile_pixel(vram, addr, 7u - (bx & 7u));
+    }
+    // Window: shown from WX-7 on lines after LY matched WY in this frame; its own line
+    // counter advances only on lines where it is drawn.
+    const u32 wx = *io_reg(b, 0xFF4B);
+    if (ly == *io_reg(b, 0xFF4A)) b.lcd_flags |= GBX_LCD_FLAG_WY_HIT;
+    if ((lcdc & 0x20) && (b.lcd_flags & GBX_LCD_FLAG_WY_HIT) && wx <= 166u) {
+      const u32 wmap = (lcdc & 0x40) ? 0x1C00u : 0x1800u, wy = b.lcd_win_line;
+      const u32 x0 = wx >= 7u ? wx - 7u : 0u;
+      for (u32 x = x0; x < 160u; ++x) {
+        const u32 wxp = x + 7u - wx;
+        if (x == x0 || (wxp & 7u) == 0)
+          addr = lcd_bg_tile_row(vram, lcdc, wmap, wxp >> 3, wy >> 3, wy & 7u);
+        color[x] = (u8)lcd_tile_pixel(vram, addr, 7u - (wxp & 7u));
+      }
+      b.lcd_win_line++;
+    }
+  } else if (ly == *io_reg(b, 0xFF4A)) {
+    b.lcd_flags |= GBX_LCD_FLAG_WY_HIT;
+  }
+
+  u8 shade[160];
+  for (u32 x = 0; x < 160u; ++x) shade[x] = (lcdc & 0x01) ? (u8)((bgp >> (2u * color[x])) & 3u) : 0;
+
+  if (lcdc & 0x02) {
+    // OAM scan: the first 10 objects (OAM order) on this line, then ordered by X, ties by OAM
+    // index; at each pixel the first opaque object in that order wins, and its OBJ-to-BG
+    // priority bit then decides against BG / window colours 1-3.
+    const u32 height = (lcdc & 0x04) ? 16u : 8u;
+    u32 sel[10];
+    u32 n = 0;
+    for (u32 i = 0; i < 40u && n < 10u; ++i) {
+      const u32 top = oam[i * 4u];
+      if (ly + 16u >= top && ly + 16u < top + height) sel[n++] = i;
+    }
+    for (u32 i = 1; i < n; ++i) {
+      const u32 v = sel[i];
+      u32 j = i;
+      for (; j > 0 && oam[sel[j - 1] * 4u + 1u] > oam[v * 4u + 1u]; --j) sel[j] = sel[j - 1];
+      sel[j] = v;
+    }
+    u8 obj[160];  // winning object's colour index (0 = none) and its attributes
+    u8 attr[160];
+    for (u32 x = 0; x < 160u; ++x) obj[x] = 0;
+    for (u32 k = 0; k < n; ++k) {
+      const u8* o = oam + sel[k] * 4u;
+      const u32 ox = o[1], flags = o[3];
+      u32 line = ly + 16u - o[0];
+      if (flags & 0x40) line = height - 1u - line;
+      const u32 tile = height == 16u ? (o[2] & 0xFEu) : o[2];
+      const u32 addr = tile * 16u + line * 2u;
+      for (u32 px = 0; px < 8u; ++px) {
+        const i32 sx = (i32)ox - 8 + (i32)px;
+        if (sx < 0 || sx >= 160 || obj[sx]) continue;
+        const u32 c = lcd_tile_pixel(vram, addr, (flags & 0x20) ? px : 7u - px);
+        if (!c) continue;
+        obj[sx] = (u8)c;
+        attr[sx] = (u8)flags;
+      }
+    }
+    const u8 obp0 = *io_reg(b, 0xFF48), obp1 = *io_reg(b, 0xFF49);
+    for (u32 x = 0; x < 160u; ++x) {
+      if (!obj[x] || ((attr[x] & 0x80) && color[x])) continue;
+      const u8 pal = (attr[x] & 0x10) ? obp1 : obp0;
+      shade[x] = (u8)((pal >> (2u * obj[x])) & 3u);
+    }
+  }
+
+  for (u32 i = 0; i < (u32)GBX_LCD_ROW_BYTES; ++i)
+    row[i] = (u8)(shade[4 * i] << 6 | shade[4 * i + 1] << 4 | shade[4 * i + 2] << 2 |
+                  shade[4 * i + 3]);
+}
+
+GBX_FN u8* lcd_buffer(Bus& b, bool front) {
+  const u32 idx = (b.lcd_flags & GBX_LCD_FLAG_FRONT) ? 1u : 0u;
+  return b.lcd_fb + (front ? idx : 1u - idx) * GBX_FRAMEBUFFER_BYTES;
+}
+
+// Processes every line end and VBlank at or before `now`.
+GBX_NOINLINE void lcd_catch_up_slow(Bus& b, i64 now) {
+  if (!ppu_lcd_on(b)) {
+    b.lcd_next = GBX_NEVER;
+    return;
+  }
+  while (b.lcd_next <= now) {
+    const i64 t = b.lcd_next;
+    const i64 pos = (t - b.ppu_epoch) % GBX_FRAME_CYCLES;
+    const i64 line = pos / GBX_LINE_DOTS;
+    if (line < 144) {
+      const i64 vblank = t - pos + 144 * GBX_LINE_DOTS;
+      if (lcd_frame_needed(b, vblank))
+        lcd_draw_line(b, (u32)line, lcd_buffer(b, false) + line * GBX_LCD_ROW_BYTES);
+    } else {
+      b.lcd_flags = (u8)((b.lcd_flags ^ GBX_LCD_FLAG_FRONT) & ~GBX_LCD_FLAG_WY_HIT);
+      b.lcd_win_line = 0;
+    }
+    b.lcd_next = lcd_next_after(b, t);
+  }
+}
+
+GBX_FN void lcd_catch_up(Bus& b, i64 now) {
+  if (GBX_UNLIKELY(now >= b.lcd_next)) lcd_catch_up_slow(b, now);
+}
+
+// Hook: before a write to VRAM, OAM or FF40-FF4B.
+GBX_FN void lcd_before_write(Bus& b) { lcd_catch_up(b, io_time(b)); }
+
+// Hook: after LCDC was written. Off: the screen goes blank. On: a frame starts at line 0.
+GBX_NOINLINE void lcd_lcdc_written(Bus& b) {
+  const bool on = ppu_lcd_on(b), was_on = b.lcd_next != GBX_NEVER;
+  if (was_on && !on) {
+    u8* front = lcd_buffer(b, true);
+    for (u32 i = 0; i < (u32)GBX_FRAMEBUFFER_BYTES; ++i) front[i] = 0;
+    b.lcd_next = GBX_NEVER;
+  } else if (!was_on && on) {
+    b.lcd_flags &= (u8)~GBX_LCD_FLAG_WY_HIT;
+    b.lcd_win_line = 0;
+    b.lcd_next = lcd_next_after(b, io_time(b));
+  }
+}
+#else
+GBX_FN void lcd_catch_up(Bus& b, i64 now) {
+  (void)b;
+  (void)now;
+}
+GBX_FN void lcd_before_write(Bus& b) { (void)b; }
+GBX_FN void lcd_lcdc_written(Bus& b) { (void)b; }
+#endif

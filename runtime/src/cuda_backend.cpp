@@ -163,9 +163,9 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
         Alloc{&b->mem_buf_, b->layout_.mem_bytes, "env memory"},
         Alloc{&b->rom_buf_, rom.bytes.size(), "the ROM"},
         Alloc{&b->actions_buf_, n * sizeof(int32_t), "actions"},
-        Alloc{&b->obs_buf_, n * kObsDim * sizeof(float), "observations"},
-        Alloc{&b->reward_buf_, n * sizeof(float), "rewards"},
-        Alloc{&b->done_buf_, n, "episode ends"},
+        Alloc{&b->out_buf_, output_layout(cfg, cfg.num_envs, b->sections_), "the outputs"},
+        Alloc{&b->gather_addrs_buf_, cfg.gather_addrs.size() * sizeof(uint16_t),
+              "the RAM gather addresses"},
         Alloc{&b->release_buf_, cfg.release_after_frames >= 0 ? n * sizeof(int32_t) : 0,
               "the button release schedule"},
         Alloc{&b->mask_buf_, n, "the reset mask"},
@@ -186,6 +186,12 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
   // The shared ROM: one read-only copy for every env, uploaded once.
   if (Status st = b->rom_buf_.upload(rom.bytes.data(), rom.bytes.size(), 0, b->stream_.get()); !st)
     return st.take_error();
+  if (!cfg.gather_addrs.empty())
+    if (Status st = b->gather_addrs_buf_.upload(cfg.gather_addrs.data(),
+                                                cfg.gather_addrs.size() * sizeof(uint16_t), 0,
+                                                b->stream_.get());
+        !st)
+      return st.take_error();
   if (cfg.release_after_frames >= 0) {
     // Uploaded once: the schedule is part of the configuration, not of a step.
     const std::vector<int32_t> release(n, cfg.release_after_frames);
@@ -224,10 +230,15 @@ GbxParams CudaBackend::params(const int* actions, int num_envs) const {
   p.instr_budget = cfg_.instructions_per_step;
   p.actions = actions;
   p.release_after_frames = release_buf_.size() ? release_buf_.as<const int>() : nullptr;
-  p.obs = obs_buf_.as<float>();
-  p.reward = reward_buf_.as<float>();
+  p.obs = reinterpret_cast<float*>(section("obs_v0"));
+  p.reward = reinterpret_cast<float*>(section("reward"));
   p.obs_dim = kObsDim;
-  p.done = done_buf_.as<unsigned char>();
+  p.pixels = reinterpret_cast<unsigned char*>(section("pixels"));
+  p.done = reinterpret_cast<unsigned char*>(section("done"));
+  p.gather = reinterpret_cast<unsigned char*>(section("gather"));
+  p.gather_addrs =
+      gather_addrs_buf_.size() ? gather_addrs_buf_.as<const unsigned short>() : nullptr;
+  p.gather_count = (int)cfg_.gather_addrs.size();
   return p;
 }
 
@@ -241,10 +252,64 @@ void CudaBackend::state_regions(const GbxState& dst, const GbxState& src, bool s
 }
 
 void CudaBackend::output_zero_regions(std::vector<EnvCopyRegion>& out) const {
-  out.push_back(
-      EnvCopyRegion{obs_buf_.ptr(), 0, kObsDim * sizeof(float), kObsDim * sizeof(float), 0});
-  out.push_back(EnvCopyRegion{reward_buf_.ptr(), 0, sizeof(float), sizeof(float), 0});
-  out.push_back(EnvCopyRegion{done_buf_.ptr(), 0, 1, 1, 0});
+  for (const OutputSection& sec : sections_)
+    out.push_back(
+        EnvCopyRegion{out_buf_.ptr() + sec.offset, 0, sec.bytes_per_env, sec.bytes_per_env, 0});
+}
+
+void* CudaBackend::section(const char* name) const {
+  for (const OutputSection& sec : sections_)
+    if (sec.name == name)
+      return reinterpret_cast<void*>(static_cast<uintptr_t>(out_buf_.ptr() + sec.offset));
+  return nullptr;
+}
+
+Result<std::vector<uint8_t>> CudaBackend::read_section(const char* name, int env) {
+  if (Status st = check_env(env); !st) return st.take_error();
+  for (const OutputSection& sec : sections_) {
+    if (sec.name != name) continue;
+    if (Status st = ctx_->make_current(); !st) return st.take_error();
+    std::vector<uint8_t> out(sec.bytes_per_env);
+    if (Status st = out_buf_.download(out.data(), out.size(),
+                                      sec.offset + (size_t)env * sec.bytes_per_env, stream_.get());
+        !st)
+      return st.take_error();
+    if (Status st = stream_.synchronize(); !st) return st.take_error();
+    return out;
+  }
+  return std::vector<uint8_t>{};
+}
+
+Result<OutputBlock> CudaBackend::outputs() {
+  if (Status st = ctx_->make_current(); !st) return st.take_error();
+  // Every output of every env in one copy.
+  out_host_.resize(out_buf_.size());
+  if (Status st = out_buf_.download(out_host_.data(), out_host_.size(), 0, stream_.get()); !st)
+    return st.take_error();
+  if (Status st = stream_.synchronize(); !st) return st.take_error();
+  OutputBlock b;
+  b.data = out_host_.data();
+  b.bytes = out_host_.size();
+  b.num_envs = layout_.num_envs;
+  b.sections = sections_;
+  return b;
+}
+
+Result<std::vector<uint8_t>> CudaBackend::read_pixels(int env) {
+  auto px = read_section("pixels", env);
+  if (px && px->empty() && env >= 0 && env < layout_.num_envs)
+    return make_error(ErrorKind::Usage, "the kernel has no pixels output (obs kind is not pixels)");
+  return px;
+}
+
+Result<std::vector<uint8_t>> CudaBackend::read_screen(int env) {
+  if (Status st = check_env(env); !st) return st.take_error();
+  if (!synth_renders(kernel_.build.build.source.params))
+    return make_error(ErrorKind::Usage, "the kernel does not render (ask for render or pixels)");
+  if (Status st = ctx_->make_current(); !st) return st.take_error();
+  if (Status st = gather_env(env); !st) return st.take_error();
+  if (Status st = stream_.synchronize(); !st) return st.take_error();
+  return probe_.screen(0);
 }
 
 Status CudaBackend::launch_copy(EnvCopyParams p, const std::vector<EnvCopyRegion>& regions) {
@@ -465,70 +530,45 @@ Status CudaBackend::debug_poke_register(int env, const std::string& reg, uint16_
   return make_error(ErrorKind::Usage, "unknown register '" + reg + "'");
 }
 
-Result<std::vector<uint8_t>> CudaBackend::read_memory(int env, uint32_t lo, uint32_t hi) {
+Result<std::vector<uint8_t>> CudaBackend::read_view(int env, uint32_t lo, uint32_t hi, bool raw) {
   if (Status st = check_env(env); !st) return st.take_error();
   if (lo >= hi || hi > 0x10000)
     return make_error(ErrorKind::Usage, "memory range must satisfy lo < hi <= 0x10000");
   if (Status st = ctx_->make_current(); !st) return st.take_error();
-  const uint64_t slice = mem_buf_.ptr() + (uint64_t)env * layout_.mem_stride;
-  uint8_t* probe_mem = probe_.mem(0);
-
-  // Memory offsets [begin, end) of this env's slice that addresses [lo, hi) can read.
-  std::vector<std::pair<uint32_t, uint32_t>> spans;
-  auto region = [&](uint32_t a0, uint32_t a1, uint32_t base) {  // a plain mapped region
-    const uint32_t x = std::max(lo, a0), y = std::min(hi, a1);
-    if (x < y) spans.emplace_back(base + (x - a0), base + (y - a0));
-  };
-  if (cfg_.memory_model == MemoryModel::Flat64k) {
-    spans.emplace_back(lo, hi);
-  } else {
-    // The peek below needs this env's banking, timer and PPU fields.
-    if (Status st = gather_env(env); !st) return st.take_error();
-    region(0x8000, 0xA000, GBX_MEM_VRAM);
-    if (rom_.header.ram_size && lo < 0xC000 && hi > 0xA000)  // banked: the whole RAM
-      spans.emplace_back(GBX_MEM_CART_RAM, GBX_MEM_CART_RAM + rom_.header.ram_size);
-    if (lo < 0xFE00 && hi > 0xC000) {
-      const uint32_t x = std::max(lo, 0xC000u), y = std::min(hi, 0xFE00u);
-      // Echo RAM (0xE000-0xFDFF) repeats WRAM: a range crossing 0xE000 wraps around.
-      const bool wraps = x < 0xE000 && y > 0xE000;
-      const uint32_t ox = (x - 0xC000) & 0x1FFF, oy = ((y - 1 - 0xC000) & 0x1FFF) + 1;
-      if (wraps || ox >= oy)
-        spans.emplace_back(GBX_MEM_WRAM, GBX_MEM_WRAM + 0x2000);
-      else
-        spans.emplace_back(GBX_MEM_WRAM + ox, GBX_MEM_WRAM + oy);
-    }
-    region(0xFE00, 0xFF00, GBX_MEM_OAM);
-    // I/O reads (LY, STAT) combine several registers: always take the whole 256-byte page.
-    spans.emplace_back(GBX_MEM_IO, GBX_MEM_IO + 0x100);
-  }
-  for (const auto& [begin, end] : spans)
-    if (Status st = fetch(probe_mem + begin, slice + begin, end - begin); !st)
-      return st.take_error();
+  // The env's fields (banking, timer, PPU, clock) and its whole memory slice: one launch, two
+  // copies; the bus view is then read on the host through the kernel's own read path.
+  if (Status st = gather_env(env); !st) return st.take_error();
+  if (Status st = mem_buf_.download(probe_.mem(0), layout_.mem_stride,
+                                    (size_t)env * layout_.mem_stride, stream_.get());
+      !st)
+    return st.take_error();
   if (Status st = stream_.synchronize(); !st) return st.take_error();
-
   std::vector<uint8_t> out(hi - lo);
-  for (uint32_t a = lo; a < hi; ++a) out[a - lo] = probe_.peek(0, a);
+  if (Status st = probe_.read_memory(0, lo, hi, raw, out.data()); !st) return st.take_error();
   return out;
 }
 
+Result<std::vector<uint8_t>> CudaBackend::read_memory(int env, uint32_t lo, uint32_t hi) {
+  return read_view(env, lo, hi, false);
+}
+
+Result<std::vector<uint8_t>> CudaBackend::read_memory_raw(int env, uint32_t lo, uint32_t hi) {
+  return read_view(env, lo, hi, true);
+}
+
 Result<std::vector<float>> CudaBackend::read_obs(int env) {
-  if (Status st = check_env(env); !st) return st.take_error();
-  if (Status st = ctx_->make_current(); !st) return st.take_error();
-  std::vector<float> out(kObsDim);
-  const size_t bytes = kObsDim * sizeof(float);
-  if (Status st = obs_buf_.download(out.data(), bytes, (size_t)env * bytes, stream_.get()); !st)
-    return st.take_error();
-  if (Status st = stream_.synchronize(); !st) return st.take_error();
+  auto bytes = read_section("obs_v0", env);
+  if (!bytes) return bytes.take_error();
+  std::vector<float> out(bytes->size() / sizeof(float));
+  std::memcpy(out.data(), bytes->data(), out.size() * sizeof(float));
   return out;
 }
 
 Result<float> CudaBackend::read_reward(int env) {
-  if (Status st = check_env(env); !st) return st.take_error();
-  if (Status st = ctx_->make_current(); !st) return st.take_error();
+  auto bytes = read_section("reward", env);
+  if (!bytes) return bytes.take_error();
   float r = 0;
-  if (Status st = reward_buf_.download(&r, sizeof r, (size_t)env * sizeof r, stream_.get()); !st)
-    return st.take_error();
-  if (Status st = stream_.synchronize(); !st) return st.take_error();
+  if (bytes->size() == sizeof r) std::memcpy(&r, bytes->data(), sizeof r);
   return r;
 }
 

@@ -39,7 +39,11 @@ class CudaBackend : public Backend {
   Status sync() override;
   Result<CpuState> get_cpu_state(int env) override;
   Result<std::vector<uint8_t>> read_memory(int env, uint32_t lo, uint32_t hi) override;
+  Result<std::vector<uint8_t>> read_memory_raw(int env, uint32_t lo, uint32_t hi) override;
   Result<std::vector<float>> read_obs(int env) override;
+  Result<OutputBlock> outputs() override;  // one copy of the whole block
+  Result<std::vector<uint8_t>> read_pixels(int env) override;
+  Result<std::vector<uint8_t>> read_screen(int env) override;
   Result<float> read_reward(int env) override;
   Result<std::string> serial_output(int env) override;
   std::string kernel_key() const override;
@@ -61,6 +65,11 @@ class CudaBackend : public Backend {
   // Enqueues a copy of `bytes` at device address `src` (inside soa_ or mem_) into `dst`.
   Status fetch(void* dst, uint64_t src, size_t bytes);
   GbxParams params(const int* actions, int num_envs) const;
+  Result<std::vector<uint8_t>> read_view(int env, uint32_t lo, uint32_t hi, bool raw);
+  // Device address of an output section, or nullptr when this configuration has none.
+  void* section(const char* name) const;
+  // env's bytes of one output section (empty when there is no such section).
+  Result<std::vector<uint8_t>> read_section(const char* name, int env);
   // The host image (1 env = shared, or num_envs) becomes the device reset image.
   Status upload_reset_image(EnvState& image);
   // Masked copy of the reset image into the envs (mask: device address, 0 = every env);
@@ -84,10 +93,13 @@ class CudaBackend : public Backend {
   CudaStream stream_;
   StateLayout layout_;
   GbxState soa_{};  // bound to soa_buf_'s device addresses
-  DeviceBuffer soa_buf_, mem_buf_, rom_buf_, actions_buf_, obs_buf_, reward_buf_;
-  DeviceBuffer done_buf_;     // one byte per env (user done expression)
-  DeviceBuffer release_buf_;  // release_after_frames per env; empty when never released
-  DeviceBuffer mask_buf_;     // reset(mask)'s mask, one byte per env
+  DeviceBuffer soa_buf_, mem_buf_, rom_buf_, actions_buf_;
+  DeviceBuffer out_buf_;  // every output section (output_layout), env-major in each
+  std::vector<OutputSection> sections_;
+  std::vector<uint8_t> out_host_;  // outputs()' copy of out_buf_
+  DeviceBuffer gather_addrs_buf_;  // the RAM gather's bus addresses
+  DeviceBuffer release_buf_;       // release_after_frames per env; empty when never released
+  DeviceBuffer mask_buf_;          // reset(mask)'s mask, one byte per env
   // The reset image: image_envs_ envs (1: shared by every env) in the StateLayout of that
   // many envs.
   DeviceBuffer image_soa_buf_, image_mem_buf_;

@@ -379,7 +379,7 @@ TEST_CASE("injected driver failures are errors naming the driver's code, never '
 }
 
 TEST_CASE("scripts/check-gpu: a broken driver fails, no driver skips") {
-  const std::string script = std::string(GBX_TEST_SOURCE_DIR) + "/scripts/check-gpu";
+  const std::string script = std::string(GBX_TEST_REPO_DIR) + "/scripts/check-gpu";
   const std::string env =
       "GBX_SKIP_BUILD=1 GBX_BUILD_DIR='" + std::string(GBX_TEST_BUILD_DIR) + "' ";
   auto broken = test::run_command(with_env(env + script, "init"));

@@ -318,6 +318,9 @@ Result<CudaTarget> select_cuda_target(int sm, const std::vector<std::string>& su
       best_arch = arch;
     }
   }
+  // No NVRTC at all is not a device that is too old: say what is missing.
+  if (supported.empty())
+    if (auto nv = NvrtcLibrary::get(); !nv) return nv.take_error();
   if (best < 0)
     return make_error(ErrorKind::NoDevice, "no CUDA device: sm_" + std::to_string(sm) +
                                                " is older than every arch NVRTC " +

@@ -44,7 +44,7 @@ step "demo without the CUDA toolkit"
 #    and `gbx-synth compile --stage all --device cuda`. Without the wheel job, the NVRTC
 #    suites run with whatever NVRTC this machine has (they skip if none).
 # The cuda backend's host code on the CUDA driver double needs NVRTC too: it runs here.
-nvrtc_tests='^test_(nvrtc|cuda_compile|cuda_backend_on_double|cuda_double)$'
+nvrtc_tests='^test_(nvrtc|cuda_compile|cuda_backend_on_double|cuda_double|user_expr)$'
 if [ "${GBX_TEST_NVRTC_WHEEL:-1}" != 0 ]; then
   step "NVRTC from the nvidia-cuda-nvrtc wheel"
   venv="$build/nvrtc-venv"

@@ -4,6 +4,7 @@
 #include "gbx/engine/cuda_kernel_builder.h"
 #include "gbx/engine/generator.h"
 #include "gbx/engine/user_expr.h"
+#include "nvrtc_available.h"
 
 using namespace gbx;
 
@@ -90,6 +91,7 @@ TEST_CASE(
 }
 
 TEST_CASE("the user epilog compiles for CUDA too (NVRTC, no GPU needed)") {
+  GBX_REQUIRE_NVRTC();
   auto bundle = TemplateBundle::load(TemplateBundle::default_root());
   REQUIRE(bundle.ok());
   SynthParams p;

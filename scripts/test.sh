@@ -43,8 +43,7 @@ step "demo without the CUDA toolkit"
 # 3. NVRTC: from PyPI's nvidia-cuda-nvrtc wheel in a venv, toolkit hidden: the NVRTC suites
 #    and `gbx-synth compile --stage all --device cuda`. Without the wheel job, the NVRTC
 #    suites run with whatever NVRTC this machine has (they skip if none).
-# The cuda backend's host code on the CUDA driver double needs NVRTC too: it runs here.
-nvrtc_tests='^test_(nvrtc|cuda_compile|cuda_backend_on_double|cuda_double|user_expr)$'
+nvrtc_tests='^test_(nvrtc|cuda_compile|user_expr)$'
 if [ "${GBX_TEST_NVRTC_WHEEL:-1}" != 0 ]; then
   step "NVRTC from the nvidia-cuda-nvrtc wheel"
   venv="$build/nvrtc-venv"
@@ -64,6 +63,12 @@ else
   step "NVRTC suites with this machine's NVRTC"
   (cd "$build" && ctest --output-on-failure -R "$nvrtc_tests" --timeout 1500)
 fi
+
+# The cuda backend's host code, end to end on the CUDA driver double (tests/cuda_double): it
+# compiles kernels with NVRTC, the toolkit's where there is one, else the wheel's.
+step "suites on the CUDA driver double"
+(cd "$build" && VIRTUAL_ENV="${venv:-}" ctest --output-on-failure --timeout 1500 \
+  -R '^test_cuda_(backend_on_double|double)$')
 
 # 4. Python: a venv from the running python3, `pip install .` linking the static libraries just
 #    built (GBX_PREBUILT_DIR: only the nanobind module is compiled), then pytest.

@@ -2,9 +2,9 @@
 // the per-env memory layout is defined here alone. Memory model dmg: ROM shared by all envs,
 // per-env writable regions (gbx_abi.h). Memory model flat64k: 64 KiB of plain RAM.
 #if GBX_MEMORY_MODEL_FLAT64K
-GBX_FN u8 bus_read(Bus& b, u32 addr) { return b.mem[addr & 0xFFFFu]; }
-GBX_FN void bus_write(Bus& b, u32 addr, u8 v) { b.mem[addr & 0xFFFFu] = v; }
-GBX_FN void oam_dma(Bus& b, u8 page) { (void)b; (void)page; }
+GBX_FN u8 bus_read(Machine& b, u32 addr) { return b.mem[addr & 0xFFFFu]; }
+GBX_FN void bus_write(Machine& b, u32 addr, u8 v) { b.mem[addr & 0xFFFFu] = v; }
+GBX_FN void oam_dma(Machine& b, u8 page) { (void)b; (void)page; }
 #else
 // OAM DMA bus conflicts (Pan Docs "OAM DMA Transfer"): for 160 M-cycles the DMA owns the bus
 // its source is on (external: ROM, cartridge RAM, WRAM; or VRAM), and OAM. A CPU read on the
@@ -12,9 +12,9 @@ GBX_FN void oam_dma(Bus& b, u8 page) { (void)b; (void)page; }
 // give 0xFF; writes there are lost. So code must run from HRAM meanwhile.
 GBX_FN u32 dma_bus_of(u32 addr) { return (addr - 0x8000u < 0x2000u) ? 1u : 0u; }
 
-GBX_FN i64 dma_start(const Bus& b) { return b.dma_end - 640; }
+GBX_FN i64 dma_start(const Machine& b) { return b.dma_end - 640; }
 
-GBX_NOINLINE bool dma_blocks(Bus& b, u32 addr) {
+GBX_NOINLINE bool dma_blocks(Machine& b, u32 addr) {
   if (io_time(b) < dma_start(b)) return false;  // not started yet
   if (addr >= 0xFF00u) return false;
   if (addr >= 0xFE00u) return true;
@@ -23,13 +23,13 @@ GBX_NOINLINE bool dma_blocks(Bus& b, u32 addr) {
 
 // What a blocked read returns: on the DMA's source bus, the byte being copied now (already
 // in OAM, which the CPU cannot change meanwhile); OAM itself reads 0xFF.
-GBX_NOINLINE u8 dma_conflict_read(Bus& b, u32 addr) {
+GBX_NOINLINE u8 dma_conflict_read(Machine& b, u32 addr) {
   if (addr - 0xFE00u < 0x100u) return 0xFF;
   const i64 i = (io_time(b) - dma_start(b)) >> 2;
   return b.mem[GBX_MEM_OAM + (u32)(i < 160 ? i : 159)];
 }
 
-GBX_NOINLINE u8 bus_read_slow(Bus& b, u32 addr) {
+GBX_NOINLINE u8 bus_read_slow(Machine& b, u32 addr) {
   if (addr < 0xA000u) return ppu_vram_locked(b) ? 0xFF : b.mem[GBX_MEM_VRAM + (addr - 0x8000u)];
   if (addr < 0xC000u) return cart_ram_read(b, addr);
   if (addr < 0xFE00u) return b.mem[GBX_MEM_WRAM + ((addr - 0xC000u) & 0x1FFFu)];  // echo
@@ -37,7 +37,7 @@ GBX_NOINLINE u8 bus_read_slow(Bus& b, u32 addr) {
   return io_read(b, addr);
 }
 
-GBX_FN u8 bus_read(Bus& b, u32 addr) {
+GBX_FN u8 bus_read(Machine& b, u32 addr) {
   if (GBX_UNLIKELY(io_time(b) < b.dma_end) && dma_blocks(b, addr)) return dma_conflict_read(b, addr);
   if (addr < 0x4000u) return b.rom0[addr];
   if (addr < 0x8000u) return b.romx[addr - 0x4000u];
@@ -46,7 +46,7 @@ GBX_FN u8 bus_read(Bus& b, u32 addr) {
   return bus_read_slow(b, addr);
 }
 
-GBX_NOINLINE void bus_write_slow(Bus& b, u32 addr, u8 v) {
+GBX_NOINLINE void bus_write_slow(Machine& b, u32 addr, u8 v) {
   if (addr - 0x8000u < 0x2000u || addr - 0xFE00u < 0x100u) lcd_before_write(b);
   if (addr < 0x8000u) mbc_write(b, addr, v);
   else if (addr < 0xA000u) {
@@ -65,7 +65,7 @@ GBX_NOINLINE void bus_write_slow(Bus& b, u32 addr, u8 v) {
   } else io_write(b, addr, v);
 }
 
-GBX_FN void bus_write(Bus& b, u32 addr, u8 v) {
+GBX_FN void bus_write(Machine& b, u32 addr, u8 v) {
   if (GBX_UNLIKELY(io_time(b) < b.dma_end) && dma_blocks(b, addr)) return;
   if (addr - 0xC000u < 0x2000u) {
     b.mem[GBX_MEM_WRAM + (addr - 0xC000u)] = v;
@@ -80,7 +80,7 @@ GBX_FN void bus_write(Bus& b, u32 addr, u8 v) {
 
 // What the DMA reads: the source bus without the CPU's access windows (DMG: sources at
 // 0xE000 and above read WRAM, like the echo region).
-GBX_FN u8 bus_read_dma(Bus& b, u32 addr) {
+GBX_FN u8 bus_read_dma(Machine& b, u32 addr) {
   if (addr < 0x4000u) return b.rom0[addr];
   if (addr < 0x8000u) return b.romx[addr - 0x4000u];
   if (addr < 0xA000u) return b.mem[GBX_MEM_VRAM + (addr - 0x8000u)];
@@ -92,7 +92,7 @@ GBX_FN u8 bus_read_dma(Bus& b, u32 addr) {
 // the transfer ends, and reads of the source bus see exactly these bytes, one per M-cycle).
 // The bus is owned for 160 M-cycles starting two M-cycles after the write (Pan Docs: one
 // M-cycle of set-up after the writing one).
-GBX_FN void oam_dma(Bus& b, u8 page) {
+GBX_FN void oam_dma(Machine& b, u8 page) {
   const u32 src = (u32)page << 8;
   b.dma_end = 0;
   for (u32 i = 0; i < 160u; ++i) b.mem[GBX_MEM_OAM + i] = bus_read_dma(b, (src + i) & 0xFFFFu);

@@ -8,7 +8,7 @@
 // Maps the 0000-3FFF / 4000-7FFF ROM windows and picks the cartridge RAM bank from the
 // controller's registers. rom_size is a power of two, so bank numbers wrap like the
 // cartridge's unconnected address lines do.
-GBX_FN void mbc_update_windows(Bus& b) {
+GBX_FN void mbc_update_windows(Machine& b) {
   const u32 mask = (b.rom_size >> 14) - 1;
   const u32 ram_banks = b.cart_ram_size >> 13;
   u32 bank = 1, bank0 = 0, ram_bank = 0;
@@ -56,7 +56,7 @@ GBX_FN void mbc_update_windows(Bus& b) {
 // never host time, so a run is a function of its inputs. Caught up lazily like the timer: on
 // a latch, on a clock-register write and at the end of every step. With GBX_RTC_LOCK (the
 // rtc_lock synthesis parameter) it never moves.
-GBX_FN bool mbc_is_mbc3(const Bus& b) { return b.mbc == GBX_MBC_3 || b.mbc == GBX_MBC_3_RTC; }
+GBX_FN bool mbc_is_mbc3(const Machine& b) { return b.mbc == GBX_MBC_3 || b.mbc == GBX_MBC_3_RTC; }
 
 // One second. Out-of-range values written by software count on to the register's bit width
 // and wrap to 0 without a carry, as the counter chain does.
@@ -101,7 +101,7 @@ GBX_FN void rtc_advance(u8* r, i64 n) {
   r[4] = (u8)(dh | (days >> 8));
 }
 
-GBX_FN void rtc_sync(Bus& b, i64 now) {
+GBX_FN void rtc_sync(Machine& b, i64 now) {
   // Halted (DH bit 6) or locked: nothing counts; the second restarts when the clock does.
   if (GBX_RTC_LOCK || (b.rtc[4] & 0x40)) {
     b.rtc_second_start = now;
@@ -113,7 +113,7 @@ GBX_FN void rtc_sync(Bus& b, i64 now) {
   rtc_advance(b.rtc, n);
 }
 
-GBX_FN void rtc_latch_write(Bus& b, u8 v) {
+GBX_FN void rtc_latch_write(Machine& b, u8 v) {
   if (b.mbc == GBX_MBC_3_RTC && b.mbc_rtc_latch == 0 && v == 1) {
     rtc_sync(b, io_time(b));
     for (u32 i = 0; i < 5; ++i) b.rtc[5 + i] = b.rtc[i];
@@ -121,7 +121,7 @@ GBX_FN void rtc_latch_write(Bus& b, u8 v) {
   b.mbc_rtc_latch = v;
 }
 
-GBX_FN void rtc_write(Bus& b, u32 reg, u8 v) {
+GBX_FN void rtc_write(Machine& b, u32 reg, u8 v) {
   rtc_sync(b, io_time(b));
   // Bits each register has (S, M: 6; H: 5; DL: 8; DH: day bit 8, halt, carry); no table, so
   // a GPU thread keeps nothing in local memory for it.
@@ -130,7 +130,7 @@ GBX_FN void rtc_write(Bus& b, u32 reg, u8 v) {
   if (reg == 0) b.rtc_second_start = io_time(b);  // writing seconds restarts the second
 }
 
-GBX_FN void mbc_write(Bus& b, u32 addr, u8 v) {
+GBX_FN void mbc_write(Machine& b, u32 addr, u8 v) {
   switch (b.mbc) {
     case GBX_MBC_1:
     case GBX_MBC_1M:
@@ -178,13 +178,13 @@ GBX_FN void mbc_write(Bus& b, u32 addr, u8 v) {
   mbc_update_windows(b);
 }
 
-GBX_FN bool cart_ram_enabled(const Bus& b) {
+GBX_FN bool cart_ram_enabled(const Machine& b) {
   return b.mbc == GBX_MBC_NONE ? b.cart_ram_size != 0 : b.mbc_ram_enable != 0;
 }
 
 // What A000-BFFF holds under the current banking, whether or not the RAM is enabled: the
 // selected RAM bank, the latched clock register, or 0xFF where nothing drives the bus.
-GBX_FN u8 cart_ram_peek(Bus& b, u32 addr) {
+GBX_FN u8 cart_ram_peek(Machine& b, u32 addr) {
   if (mbc_is_mbc3(b) && b.mbc_ram_bank >= 8) {
     if (b.mbc == GBX_MBC_3_RTC && b.mbc_ram_bank <= 0x0C) return b.rtc[5 + b.mbc_ram_bank - 8];
     return 0xFF;
@@ -196,12 +196,12 @@ GBX_FN u8 cart_ram_peek(Bus& b, u32 addr) {
   return b.mem[GBX_MEM_CART_RAM + off];
 }
 
-GBX_FN u8 cart_ram_read(Bus& b, u32 addr) {
+GBX_FN u8 cart_ram_read(Machine& b, u32 addr) {
   if (!cart_ram_enabled(b)) return 0xFF;
   return cart_ram_peek(b, addr);
 }
 
-GBX_FN void cart_ram_write(Bus& b, u32 addr, u8 v) {
+GBX_FN void cart_ram_write(Machine& b, u32 addr, u8 v) {
   if (!cart_ram_enabled(b)) return;
   if (mbc_is_mbc3(b) && b.mbc_ram_bank >= 8) {
     if (b.mbc == GBX_MBC_3_RTC && b.mbc_ram_bank <= 0x0C) rtc_write(b, b.mbc_ram_bank - 8u, v);

@@ -4,13 +4,13 @@ GBX_FN u32 lowest_bit_index(u8 v) {
   return (v & 1) ? 0 : (v & 2) ? 1 : (v & 4) ? 2 : (v & 8) ? 3 : 4;
 }
 
-GBX_FN void service_events(Bus& bus);
+GBX_FN void service_events(Machine& bus);
 
 // Which interrupt is taken is decided only after the pushes (mooneye "ie_push", the
 // Cycle-Accurate Game Boy Docs): IE is sampled after the PC high byte is pushed, so a push
 // that lands on IE (SP = 0x0000 -> the byte goes to 0xFFFF) can cancel the dispatch; the
 // low byte's push cannot. With nothing left pending, PC becomes 0x0000 and IF is untouched.
-GBX_FN void interrupt_dispatch(Cpu& cpu, Bus& bus) {
+GBX_FN void interrupt_dispatch(Cpu& cpu, Machine& bus) {
   cpu.ime = 0;
   idle(bus);
   idle(bus);
@@ -30,14 +30,14 @@ GBX_FN void interrupt_dispatch(Cpu& cpu, Bus& bus) {
 }
 
 // The buttons held change at `at` (a frame start of the step: press or release).
-GBX_FN void joyp_event_service(Bus& bus) {
+GBX_FN void joyp_event_service(Machine& bus) {
   joyp_update(bus, *io_reg(bus, 0xFF00), 0);
   bus.joyp_event = GBX_NEVER;
 }
 
 // Everything scheduled for a cycle at or before now: timer reloads, PPU interrupts, the end
 // of a serial transfer, the release of the buttons.
-GBX_FN void service_events(Bus& bus) {
+GBX_FN void service_events(Machine& bus) {
   if (bus.cycles >= bus.timer_event) {
     timer_sync(bus, bus.cycles);
     timer_schedule(bus);
@@ -49,7 +49,7 @@ GBX_FN void service_events(Bus& bus) {
 }
 
 // STOP mode (DMG): DIV is reset; the CPU sleeps until a button is pressed.
-GBX_FN void stop_enter(Bus& bus) {
+GBX_FN void stop_enter(Machine& bus) {
   apu_sync(bus, io_time(bus));
   timer_write_div(bus, io_time(bus));
   bus.apu_synced = io_time(bus);

@@ -1,6 +1,6 @@
 // I/O registers 0xFF00-0xFF7F and IE (Pan Docs "Memory Map", "I/O Ranges"). Registers with
 // side effects are dispatched here; the rest are plain bytes in the env's I/O page.
-GBX_FN void events_reschedule(Bus& b) {
+GBX_FN void events_reschedule(Machine& b) {
   i64 next = b.timer_event < b.ppu_event ? b.timer_event : b.ppu_event;
   next = b.serial_event < next ? b.serial_event : next;
   b.next_event = b.joyp_event < next ? b.joyp_event : next;
@@ -30,7 +30,7 @@ GBX_FN u8 io_read_mask(u32 addr) {
   }
 }
 
-GBX_FN u8 joyp_read(Bus& b) {
+GBX_FN u8 joyp_read(Machine& b) {
   const u8 sel = *io_reg(b, 0xFF00) & 0x30;
   u8 pressed = 0;  // active-high here, inverted on the way out
   if (!(sel & 0x10)) pressed |= (u8)(b.joyp_buttons >> 4);    // P14: directions
@@ -42,7 +42,7 @@ GBX_FN u8 joyp_read(Bus& b) {
 // input lines P10-P13 goes from high to low, i.e. a selected button is pressed or a select
 // bit exposes a button already held. Both the select write and the buttons changing (at a
 // frame start of the step) are such moments.
-GBX_FN void joyp_update(Bus& b, u8 select_byte, u8 buttons) {
+GBX_FN void joyp_update(Machine& b, u8 select_byte, u8 buttons) {
   const u8 before = joyp_read(b);
   *io_reg(b, 0xFF00) = (u8)(0xC0 | (select_byte & 0x30) | 0x0F);
   b.joyp_buttons = buttons;
@@ -62,7 +62,7 @@ GBX_FN void joyp_update(Bus& b, u8 select_byte, u8 buttons) {
 
 GBX_FN u32 apu_nrx4(u32 ch) { return 0xFF14u + 5u * ch; }
 
-GBX_FN void apu_sync(Bus& b, i64 now) {
+GBX_FN void apu_sync(Machine& b, i64 now) {
   const i64 n = ((now - b.div_epoch) >> GBX_APU_LENGTH_SHIFT) -
                 ((b.apu_synced - b.div_epoch) >> GBX_APU_LENGTH_SHIFT);
   b.apu_synced = now;
@@ -79,12 +79,12 @@ GBX_FN void apu_sync(Bus& b, i64 now) {
   }
 }
 
-GBX_FN bool apu_dac_on(Bus& b, u32 ch) {
+GBX_FN bool apu_dac_on(Machine& b, u32 ch) {
   if (ch == 2) return (*io_reg(b, 0xFF1A) & 0x80) != 0;
   return (*io_reg(b, 0xFF12 + 5u * ch) & 0xF8) != 0;
 }
 
-GBX_FN void apu_write(Bus& b, u32 addr, u8 v) {
+GBX_FN void apu_write(Machine& b, u32 addr, u8 v) {
   const i64 now = io_time(b);
   apu_sync(b, now);
   u8* nr52 = io_reg(b, 0xFF26);
@@ -115,22 +115,22 @@ GBX_FN void apu_write(Bus& b, u32 addr, u8 v) {
   if (!apu_dac_on(b, ch)) *nr52 &= (u8)~(1u << ch);
 }
 
-GBX_FN u8 apu_read(Bus& b, u32 addr) {
+GBX_FN u8 apu_read(Machine& b, u32 addr) {
   if (addr == 0xFF26) apu_sync(b, io_time(b));
   return *io_reg(b, addr);
 }
 
-GBX_FN void service_events(Bus& bus);
+GBX_FN void service_events(Machine& bus);
 
 // Interrupt requests due at or before `now` (timer reload, PPU, serial) are applied before
 // IF is read or written inside an instruction.
-GBX_FN void events_catch_up(Bus& b, i64 now) {
+GBX_FN void events_catch_up(Machine& b, i64 now) {
   timer_sync(b, now);
   ppu_service(b, now);
   serial_service(b, now);
 }
 
-GBX_NOINLINE u8 io_read(Bus& b, u32 addr) {
+GBX_NOINLINE u8 io_read(Machine& b, u32 addr) {
   switch (addr) {
     case 0xFF00: return joyp_read(b);
     case 0xFF04: return timer_read_div(b);
@@ -145,11 +145,11 @@ GBX_NOINLINE u8 io_read(Bus& b, u32 addr) {
   }
 }
 
-GBX_NOINLINE void io_write(Bus& b, u32 addr, u8 v);
+GBX_NOINLINE void io_write(Machine& b, u32 addr, u8 v);
 
-GBX_FN void oam_dma(Bus& b, u8 page);
+GBX_FN void oam_dma(Machine& b, u8 page);
 
-GBX_NOINLINE void io_write(Bus& b, u32 addr, u8 v) {
+GBX_NOINLINE void io_write(Machine& b, u32 addr, u8 v) {
   const i64 now = io_time(b);
   if (addr - 0xFF40u < 0x0Cu) lcd_before_write(b);
   switch (addr) {

@@ -27,14 +27,14 @@
 // registers a program may still change before the line; a write between the two points falls
 // inside mode 3, a mid-line effect this renderer does not model either way, and the fixed
 // point keeps catching up cheap on lines that are not drawn.
-GBX_FN i64 lcd_draw_dot(Bus& b, i64 line) {
+GBX_FN i64 lcd_draw_dot(Machine& b, i64 line) {
   (void)b;
   (void)line;
   return GBX_MODE2_DOTS + GBX_MODE3_MIN_DOTS;
 }
 
 // First renderer event (a visible line's draw point or the VBlank swap) strictly after `after`.
-GBX_FN i64 lcd_next_after(Bus& b, i64 after) {
+GBX_FN i64 lcd_next_after(Machine& b, i64 after) {
   if (after < b.ppu_epoch) return b.ppu_epoch + lcd_draw_dot(b, 0);
   const i64 pos = (after - b.ppu_epoch) % GBX_FRAME_CYCLES;
   const i64 frame_start = after - pos;
@@ -49,7 +49,7 @@ GBX_FN i64 lcd_next_after(Bus& b, i64 after) {
 }
 
 // Whether the frame whose VBlank starts at `vblank` can be the front buffer at a step's end.
-GBX_FN bool lcd_frame_needed(const Bus& b, i64 vblank) {
+GBX_FN bool lcd_frame_needed(const Machine& b, i64 vblank) {
   if (b.lcd_period <= 0) return true;
   i64 r = (b.lcd_step_end + GBX_LCD_STEP_SLACK - vblank) % b.lcd_period;
   if (r < 0) r += b.lcd_period;
@@ -67,7 +67,7 @@ GBX_FN u32 lcd_bg_tile_row(const u8* vram, u8 lcdc, u32 map, u32 tx, u32 ty, u32
   return base + row * 2u;
 }
 
-GBX_NOINLINE void lcd_draw_line(Bus& b, u32 ly, u8* GBX_RESTRICT row) {
+GBX_NOINLINE void lcd_draw_line(Machine& b, u32 ly, u8* GBX_RESTRICT row) {
   const u8* vram = b.mem + GBX_MEM_VRAM;
   const u8* oam = b.mem + GBX_MEM_OAM;
   const u8 lcdc = *io_reg(b, 0xFF40);
@@ -155,13 +155,13 @@ GBX_NOINLINE void lcd_draw_line(Bus& b, u32 ly, u8* GBX_RESTRICT row) {
                   shade[4 * i + 3]);
 }
 
-GBX_FN u8* lcd_buffer(Bus& b, bool front) {
+GBX_FN u8* lcd_buffer(Machine& b, bool front) {
   const u32 idx = (b.lcd_flags & GBX_LCD_FLAG_FRONT) ? 1u : 0u;
   return b.lcd_fb + (front ? idx : 1u - idx) * GBX_FRAMEBUFFER_BYTES;
 }
 
 // Processes every line end and VBlank at or before `now`.
-GBX_NOINLINE void lcd_catch_up_slow(Bus& b, i64 now) {
+GBX_NOINLINE void lcd_catch_up_slow(Machine& b, i64 now) {
   if (!ppu_lcd_on(b)) {
     b.lcd_next = GBX_NEVER;
     return;
@@ -182,15 +182,15 @@ GBX_NOINLINE void lcd_catch_up_slow(Bus& b, i64 now) {
   }
 }
 
-GBX_FN void lcd_catch_up(Bus& b, i64 now) {
+GBX_FN void lcd_catch_up(Machine& b, i64 now) {
   if (GBX_UNLIKELY(now >= b.lcd_next)) lcd_catch_up_slow(b, now);
 }
 
 // Hook: before a write to VRAM, OAM or FF40-FF4B.
-GBX_FN void lcd_before_write(Bus& b) { lcd_catch_up(b, io_time(b)); }
+GBX_FN void lcd_before_write(Machine& b) { lcd_catch_up(b, io_time(b)); }
 
 // Hook: after LCDC was written. Off: the screen goes blank. On: a frame starts at line 0.
-GBX_NOINLINE void lcd_lcdc_written(Bus& b) {
+GBX_NOINLINE void lcd_lcdc_written(Machine& b) {
   const bool on = ppu_lcd_on(b), was_on = b.lcd_next != GBX_NEVER;
   if (was_on && !on) {
     u8* front = lcd_buffer(b, true);
@@ -203,10 +203,10 @@ GBX_NOINLINE void lcd_lcdc_written(Bus& b) {
   }
 }
 #else
-GBX_FN void lcd_catch_up(Bus& b, i64 now) {
+GBX_FN void lcd_catch_up(Machine& b, i64 now) {
   (void)b;
   (void)now;
 }
-GBX_FN void lcd_before_write(Bus& b) { (void)b; }
-GBX_FN void lcd_lcdc_written(Bus& b) { (void)b; }
+GBX_FN void lcd_before_write(Machine& b) { (void)b; }
+GBX_FN void lcd_lcdc_written(Machine& b) { (void)b; }
 #endif

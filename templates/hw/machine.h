@@ -5,7 +5,7 @@
 #define GBX_NEVER_PAST (-(1LL << 62))
 #define GBX_FRAME_CYCLES 70224
 
-struct Bus {
+struct Machine {
   i64 cycles;      // T-cycles since reset; every bus access charges 4 before it happens
   i64 next_event;  // earliest cycle at which service_events() must run
   u8* GBX_RESTRICT mem;  // this env's writable memory (layout in gbx_abi.h)
@@ -50,8 +50,8 @@ struct Bus {
   u8 lcd_win_line;          // window line counter
 };
 
-GBX_FN u8* io_reg(Bus& b, u32 addr) { return b.mem + GBX_MEM_IO + (addr & 0xFFu); }
+GBX_FN u8* io_reg(Machine& b, u32 addr) { return b.mem + GBX_MEM_IO + (addr & 0xFFu); }
 
 // When the current memory access happens: 1 T-cycle into its M-cycle (the bus helpers have
 // already charged the whole M-cycle). I/O side effects are timed from here.
-GBX_FN i64 io_time(const Bus& b) { return b.cycles - 3; }
+GBX_FN i64 io_time(const Machine& b) { return b.cycles - 3; }

@@ -16,10 +16,10 @@
 // later dots are mode 0 without looking at OAM.
 #define GBX_MODE3_MAX_END 384
 
-GBX_FN bool ppu_lcd_on(Bus& b) { return (*io_reg(b, 0xFF40) & 0x80) != 0; }
+GBX_FN bool ppu_lcd_on(Machine& b) { return (*io_reg(b, 0xFF40) & 0x80) != 0; }
 
 // Dots since the start of the current frame (0..70223); 0 when the LCD is off.
-GBX_FN i64 ppu_pos(Bus& b, i64 at) {
+GBX_FN i64 ppu_pos(Machine& b, i64 at) {
   if (!ppu_lcd_on(b)) return 0;
   return (at - b.ppu_epoch) % GBX_FRAME_CYCLES;
 }
@@ -27,7 +27,7 @@ GBX_FN i64 ppu_pos(Bus& b, i64 at) {
 // The first line after the LCD is switched on has no OAM scan: it starts in mode 0 instead
 // of mode 2 (Pan Docs "LCD Status Registers": "mode 0 ... also when the LCD is turned on",
 // gbdev wiki). ppu_epoch is the switch-on cycle then.
-GBX_FN bool ppu_first_line(Bus& b, i64 at) { return at - b.ppu_epoch < GBX_LINE_DOTS; }
+GBX_FN bool ppu_first_line(Machine& b, i64 at) { return at - b.ppu_epoch < GBX_LINE_DOTS; }
 
 // The dot at which line `line`'s mode 3 ends (Pan Docs "Mode 3 length"): 80 + 172, plus
 // SCX % 8 (the fine scroll discards pixels), plus 6 when the window starts on the line, plus
@@ -36,7 +36,7 @@ GBX_FN bool ppu_first_line(Bus& b, i64 at) { return at - b.ppu_epoch < GBX_LINE_
 // (offset = (OAM X + SCX % 8) % 8 inside the tile); an object at OAM X 0 pays SCX % 8 more
 // (Pan Docs: always 11 dots). Objects at X >= 168 are not fetched. Register values are the
 // ones in force now: the renderer (lcd.h) calls this while catching up line by line.
-GBX_NOINLINE i64 ppu_mode3_end(Bus& b, i64 line) {
+GBX_NOINLINE i64 ppu_mode3_end(Machine& b, i64 line) {
   const u8 lcdc = *io_reg(b, 0xFF40);
   const i64 scx7 = *io_reg(b, 0xFF43) & 7;
   i64 dots = GBX_MODE2_DOTS + GBX_MODE3_MIN_DOTS + scx7;
@@ -72,7 +72,7 @@ GBX_NOINLINE i64 ppu_mode3_end(Bus& b, i64 line) {
 }
 
 // Mode at cycle `at` (0 with the LCD off).
-GBX_FN u8 ppu_mode(Bus& b, i64 at) {
+GBX_FN u8 ppu_mode(Machine& b, i64 at) {
   if (!ppu_lcd_on(b)) return 0;
   const i64 pos = ppu_pos(b, at);
   const i64 line = pos / GBX_LINE_DOTS, dot = pos % GBX_LINE_DOTS;
@@ -89,13 +89,13 @@ GBX_FN u8 ppu_ly_at_pos(i64 pos) {
   return (u8)line;
 }
 
-GBX_FN u8 ppu_ly(Bus& b) { return ppu_ly_at_pos(ppu_pos(b, io_time(b))); }
+GBX_FN u8 ppu_ly(Machine& b) { return ppu_ly_at_pos(ppu_pos(b, io_time(b))); }
 
-GBX_FN bool ppu_lyc_match(Bus& b, i64 at) {
+GBX_FN bool ppu_lyc_match(Machine& b, i64 at) {
   return ppu_ly_at_pos(ppu_pos(b, at)) == *io_reg(b, 0xFF45);
 }
 
-GBX_FN u8 ppu_stat(Bus& b) {
+GBX_FN u8 ppu_stat(Machine& b) {
   const i64 at = io_time(b);
   const u8 stat = *io_reg(b, 0xFF41);
   return (u8)(0x80 | (stat & 0x78) | (ppu_lyc_match(b, at) ? 4 : 0) | ppu_mode(b, at));
@@ -104,7 +104,7 @@ GBX_FN u8 ppu_stat(Bus& b) {
 // The STAT interrupt line (Pan Docs "STAT interrupt"): the OR of the enabled sources. Only
 // its rising edge requests the interrupt, so a source that becomes true while another keeps
 // the line high requests nothing ("STAT blocking").
-GBX_FN bool ppu_stat_line(Bus& b, i64 at, u8 stat) {
+GBX_FN bool ppu_stat_line(Machine& b, i64 at, u8 stat) {
   if (!ppu_lcd_on(b) || !(stat & 0x78)) return false;
   if ((stat & 0x40) && ppu_lyc_match(b, at)) return true;
   if (!(stat & 0x38)) return false;
@@ -117,7 +117,7 @@ GBX_FN bool ppu_stat_line(Bus& b, i64 at, u8 stat) {
 }
 
 // IF bits the PPU raises at cycle `at` (a candidate point of ppu_schedule).
-GBX_FN u8 ppu_irq_at(Bus& b, i64 at) {
+GBX_FN u8 ppu_irq_at(Machine& b, i64 at) {
   const u8 stat = *io_reg(b, 0xFF41);
   const i64 pos = ppu_pos(b, at);
   u8 irq = (pos == 144 * GBX_LINE_DOTS) ? 0x01 : 0;
@@ -128,7 +128,7 @@ GBX_FN u8 ppu_irq_at(Bus& b, i64 at) {
 // The next cycle after `after` at which the PPU raises an interrupt. The STAT line can only
 // rise at dot 0 of a line (mode 2, mode 1 at line 144, a new LY), at line 153 dot 4 (LY 0)
 // and where mode 3 ends (mode 0); VBlank is line 144 dot 0. Looks at most one frame ahead.
-GBX_FN void ppu_schedule(Bus& b, i64 after) {
+GBX_FN void ppu_schedule(Machine& b, i64 after) {
   if (!ppu_lcd_on(b)) {
     b.ppu_event = GBX_NEVER;
     return;
@@ -160,14 +160,14 @@ GBX_FN void ppu_schedule(Bus& b, i64 after) {
   b.ppu_event = GBX_NEVER;
 }
 
-GBX_FN void ppu_service(Bus& b, i64 now) {
+GBX_FN void ppu_service(Machine& b, i64 now) {
   while (b.ppu_event <= now) {
     b.iflag |= ppu_irq_at(b, b.ppu_event);
     ppu_schedule(b, b.ppu_event);
   }
 }
 
-GBX_FN void ppu_write_lcdc(Bus& b, u8 v) {
+GBX_FN void ppu_write_lcdc(Machine& b, u8 v) {
   const bool was_on = ppu_lcd_on(b);
   *io_reg(b, 0xFF40) = v;
   // Switching the LCD on starts a frame at line 0 (its first line without an OAM scan).
@@ -178,7 +178,7 @@ GBX_FN void ppu_write_lcdc(Bus& b, u8 v) {
 // STAT write. DMG bug (Pan Docs "STAT modes" / gbdev "STAT write bug"): for one cycle the
 // write acts as if every source were enabled, so in mode 0 or 1, or with LY = LYC, the line
 // rises (if it was low) and requests a STAT interrupt. Mode 2 is not affected.
-GBX_FN void ppu_write_stat(Bus& b, u8 v) {
+GBX_FN void ppu_write_stat(Machine& b, u8 v) {
   const i64 at = io_time(b);
   ppu_service(b, at);
   const u8 old = *io_reg(b, 0xFF41);
@@ -193,7 +193,7 @@ GBX_FN void ppu_write_stat(Bus& b, u8 v) {
 }
 
 // LYC and the timing registers (SCX, WY, WX): a changed comparison can raise the line now.
-GBX_FN void ppu_write_timing_reg(Bus& b, u32 addr, u8 v) {
+GBX_FN void ppu_write_timing_reg(Machine& b, u32 addr, u8 v) {
   const i64 at = io_time(b);
   ppu_service(b, at);
   const u8 stat = *io_reg(b, 0xFF41);
@@ -205,5 +205,5 @@ GBX_FN void ppu_write_timing_reg(Bus& b, u32 addr, u8 v) {
 
 // CPU access windows (Pan Docs "Accessing VRAM and OAM"): VRAM is the PPU's in mode 3, OAM
 // in modes 2 and 3; the CPU then reads 0xFF and its writes are lost.
-GBX_FN bool ppu_vram_locked(Bus& b) { return ppu_mode(b, io_time(b)) == 3; }
-GBX_FN bool ppu_oam_locked(Bus& b) { return ppu_mode(b, io_time(b)) >= 2; }
+GBX_FN bool ppu_vram_locked(Machine& b) { return ppu_mode(b, io_time(b)) == 3; }
+GBX_FN bool ppu_oam_locked(Machine& b) { return ppu_mode(b, io_time(b)) >= 2; }

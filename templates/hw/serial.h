@@ -4,7 +4,7 @@
 // shifted in), SC bit 7 clears and the serial interrupt is requested (an event).
 #define GBX_SERIAL_TRANSFER_CYCLES 4096
 
-GBX_FN void serial_write_sc(Bus& b, u8 v) {
+GBX_FN void serial_write_sc(Machine& b, u8 v) {
   *io_reg(b, 0xFF02) = (u8)(v | 0x7E);
   if ((v & 0x81) != 0x81) {
     b.serial_event = GBX_NEVER;  // clearing bit 7 abandons a transfer
@@ -15,7 +15,7 @@ GBX_FN void serial_write_sc(Bus& b, u8 v) {
   b.serial_event = io_time(b) + GBX_SERIAL_TRANSFER_CYCLES;
 }
 
-GBX_FN void serial_service(Bus& b, i64 now) {
+GBX_FN void serial_service(Machine& b, i64 now) {
   if (now < b.serial_event) return;
   *io_reg(b, 0xFF01) = 0xFF;
   *io_reg(b, 0xFF02) &= 0x7F;

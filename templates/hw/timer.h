@@ -16,10 +16,10 @@ GBX_FN u32 timer_shift(u8 tac) {
   return bit + 1;
 }
 
-GBX_FN bool timer_reload_pending(const Bus& b) { return b.tima_reload > b.timer_synced; }
+GBX_FN bool timer_reload_pending(const Machine& b) { return b.tima_reload > b.timer_synced; }
 
 // The pending reload, if it is due by `now`.
-GBX_FN void timer_apply_reload(Bus& b, i64 now) {
+GBX_FN void timer_apply_reload(Machine& b, i64 now) {
   if (timer_reload_pending(b) && b.tima_reload <= now) {
     *io_reg(b, 0xFF05) = *io_reg(b, 0xFF06);
     b.iflag |= 0x04;
@@ -28,7 +28,7 @@ GBX_FN void timer_apply_reload(Bus& b, i64 now) {
 
 // n >= 1 increments, the last of them at cycle `last_edge`, edges `period` T apart (>= 16,
 // so no edge falls inside a reload window). No reload is pending.
-GBX_FN void timer_count(Bus& b, i64 n, i64 last_edge, i64 period, i64 now) {
+GBX_FN void timer_count(Machine& b, i64 n, i64 last_edge, i64 period, i64 now) {
   u8* tima = io_reg(b, 0xFF05);
   const i64 rem = 256 - (i64)*tima;
   if (n < rem) {
@@ -50,7 +50,7 @@ GBX_FN void timer_count(Bus& b, i64 n, i64 last_edge, i64 period, i64 now) {
   }
 }
 
-GBX_FN void timer_sync(Bus& b, i64 now) {
+GBX_FN void timer_sync(Machine& b, i64 now) {
   if (now <= b.timer_synced) return;
   timer_apply_reload(b, now);
   const u8 tac = *io_reg(b, 0xFF07);
@@ -68,10 +68,10 @@ GBX_FN void timer_sync(Bus& b, i64 now) {
 }
 
 // One increment at cycle `at` (a DIV or TAC write's falling edge); timer synced to `at`.
-GBX_FN void timer_tick_at(Bus& b, i64 at) { timer_count(b, 1, at, 16, at); }
+GBX_FN void timer_tick_at(Machine& b, i64 at) { timer_count(b, 1, at, 16, at); }
 
 // When the next reload (IF bit 2) happens: the pending one, or the next overflow's.
-GBX_FN void timer_schedule(Bus& b) {
+GBX_FN void timer_schedule(Machine& b) {
   if (timer_reload_pending(b)) {
     b.timer_event = b.tima_reload;
     return;
@@ -87,14 +87,14 @@ GBX_FN void timer_schedule(Bus& b) {
   b.timer_event = b.div_epoch + (((sc >> s) + rem) << s) + 4;
 }
 
-GBX_FN u8 timer_read_div(Bus& b) { return (u8)((io_time(b) - b.div_epoch) >> 8); }
+GBX_FN u8 timer_read_div(Machine& b) { return (u8)((io_time(b) - b.div_epoch) >> 8); }
 
 // The multiplexer output TIMA counts falling edges of: the selected counter bit AND enable.
-GBX_FN bool timer_signal(const Bus& b, u8 tac, i64 at) {
+GBX_FN bool timer_signal(const Machine& b, u8 tac, i64 at) {
   return (tac & 4) && (((at - b.div_epoch) >> (timer_shift(tac) - 1)) & 1);
 }
 
-GBX_FN void timer_write_div(Bus& b, i64 now) {
+GBX_FN void timer_write_div(Machine& b, i64 now) {
   timer_sync(b, now);
   // Resetting the counter while the selected bit is 1 is a falling edge: TIMA ticks.
   const bool edge = timer_signal(b, *io_reg(b, 0xFF07), now);
@@ -104,7 +104,7 @@ GBX_FN void timer_write_div(Bus& b, i64 now) {
 
 // Pan Docs "Timer obscure behaviour" (DMG): a TAC write that takes the multiplexer output
 // from 1 to 0 (disabling, or selecting a bit that is 0) is a falling edge: TIMA ticks.
-GBX_FN void timer_write_tac(Bus& b, i64 now, u8 v) {
+GBX_FN void timer_write_tac(Machine& b, i64 now, u8 v) {
   timer_sync(b, now);
   const u8 old = *io_reg(b, 0xFF07);
   const u8 tac = (u8)(0xF8 | v);
@@ -112,7 +112,7 @@ GBX_FN void timer_write_tac(Bus& b, i64 now, u8 v) {
   if (timer_signal(b, old, now) && !timer_signal(b, tac, now)) timer_tick_at(b, now);
 }
 
-GBX_FN void timer_write_tima(Bus& b, i64 now, u8 v) {
+GBX_FN void timer_write_tima(Machine& b, i64 now, u8 v) {
   timer_sync(b, now);
   if (timer_reload_pending(b)) {
     b.tima_reload = GBX_NEVER_PAST;  // written in the 00 cycle: no reload, no interrupt
@@ -122,7 +122,7 @@ GBX_FN void timer_write_tima(Bus& b, i64 now, u8 v) {
   *io_reg(b, 0xFF05) = v;
 }
 
-GBX_FN void timer_write_tma(Bus& b, i64 now, u8 v) {
+GBX_FN void timer_write_tma(Machine& b, i64 now, u8 v) {
   timer_sync(b, now);
   *io_reg(b, 0xFF06) = v;
   if (!timer_reload_pending(b) && now - b.tima_reload < 4) *io_reg(b, 0xFF05) = v;

@@ -498,7 +498,7 @@ TEST_CASE("EnvState without a backend reads through the shared CPU kernel") {
   const gbx::Rom rom = load(mbc3_program_rom());
   gbx::EnvState st(2, gbx::MemoryModel::Dmg, &rom);
   st.reset_dmg();
-  st.mem(1)[GBX_MEM_WRAM + 5] = 0x77;
+  st.mem_at(1, GBX_MEM_WRAM + 5) = 0x77;
   CHECK(st.peek(1, 0xC005) == 0x77);
   CHECK(st.peek(1, 0xE005) == 0x77);  // echo
   CHECK(st.peek(0, 0xC005) == 0x00);

@@ -232,7 +232,7 @@ TEST_CASE("cpu: the blob's header and record table follow GBX_STATE_FIELDS") {
   CHECK((parsed->records[0].bytes[0] | parsed->records[0].bytes[1] << 8) == s.pc);
   // Cartridge RAM sits in the memory record, where the kernel keeps it.
   const Bytes& mem = parsed->records.back().bytes;
-  CHECK(std::memcmp(mem.data() + GBX_MEM_CART_RAM, a->state().mem(0) + GBX_MEM_CART_RAM,
+  CHECK(std::memcmp(mem.data() + GBX_MEM_CART_RAM, a->state().env_mem(0).data() + GBX_MEM_CART_RAM,
                     rom.header.ram_size) == 0);
 }
 

@@ -45,7 +45,7 @@ Run run_stage(Stage st, const Rom& rom, int envs, int steps, int frames) {
   p.rom_size = (unsigned)rom.bytes.size();
   p.mbc = (unsigned)rom.header.mbc;
   p.mem = r.state.mem();
-  p.mem_stride = r.state.layout().mem_stride;
+  p.mem_stride = r.state.layout().kernel_mem_stride();
   p.cart_ram_size = rom.header.ram_size;
   p.num_envs = envs;
   p.frames = frames;
@@ -99,9 +99,9 @@ TEST_CASE("stages write only the outputs they own, and emulate identically") {
       CHECK(cs.a == ref.a);
       CHECK(cs.f == ref.f);
       CHECK(cs.cycle_count == ref.cycle_count);
-      CHECK(std::memcmp(r.state.mem(env), runs[0].state.mem(env), r.state.layout().mem_stride) ==
-            0);
-      const uint8_t* wram = r.state.mem(env) + GBX_MEM_WRAM;
+      const std::vector<uint8_t> mem = r.state.env_mem(env);
+      CHECK(mem == runs[0].state.env_mem(env));
+      const uint8_t* wram = mem.data() + GBX_MEM_WRAM;
       if (stage_writes_reward(st)) {
         CHECK(r.reward[env] == doctest::Approx(expect_reward(cs, wram)));
       } else {
@@ -118,7 +118,7 @@ TEST_CASE("stages write only the outputs they own, and emulate identically") {
     }
   }
   // MEM_RWB has written C000.. by now, so the obs and reward depend on memory too.
-  CHECK(runs[3].state.mem(0)[GBX_MEM_WRAM + 5] == 5);
+  CHECK(runs[3].state.mem_at(0, GBX_MEM_WRAM + 5) == 5);
 }
 
 TEST_CASE("ALU_LOOP final state matches an independent model of the program") {
@@ -191,7 +191,8 @@ TEST_CASE("MEM_RWB writes the byte sequence and reads it back (first 4 frames, W
   const CpuState s = r.state.cpu_state(0);
   CHECK(s.cycle_count == t);
   CHECK(s.instr_count == instrs);
-  const uint8_t* wram = r.state.mem(0) + GBX_MEM_WRAM;
+  const std::vector<uint8_t> mem = r.state.env_mem(0);
+  const uint8_t* wram = mem.data() + GBX_MEM_WRAM;
   for (int i = 0; i < n; ++i) REQUIRE(wram[i] == (uint8_t)i);
   CHECK(wram[n + 1] == 0);
 }

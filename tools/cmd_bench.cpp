@@ -37,6 +37,7 @@ struct BenchCli {
   std::string out = "artifacts";
   bool verbose = false;
   bool rtc_lock = false;
+  std::string layout = "env_major";
 };
 
 struct ReportCli {
@@ -72,6 +73,11 @@ int cmd_bench(const BenchCli& c) {
   o.stage = *stage;
   o.threads = c.threads;
   o.rtc_lock = c.rtc_lock;
+  auto layout = parse_mem_layout(c.layout);
+  if (!layout)
+    return tool::fail(make_error(ErrorKind::Usage,
+                                 "unknown --layout '" + c.layout + "' (env_major, interleaved)"));
+  o.layout = *layout;
   o.sync_every = c.sync_every;
   o.block_size = c.block_size;
   o.device_index = c.device_index;
@@ -181,6 +187,9 @@ void register_bench(CLI::App& app, Commands& cmds) {
   c->add_option("--json", b.json_path, "write the sweep here instead of OUT/bench/");
   c->add_option("--out", b.out, "output root")->capture_default_str();
   c->add_flag("--rtc-lock", b.rtc_lock, "freeze cartridge clocks (MBC3 RTC)");
+  c->add_option("--layout", b.layout,
+                "per-env memory layout: env_major | interleaved (byte-interleaved across envs)")
+      ->capture_default_str();
   c->add_flag("--verbose", b.verbose, "backend logs");
   cmds.emplace_back(c, [] { return cmd_bench(b); });
 

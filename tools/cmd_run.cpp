@@ -13,8 +13,8 @@
 #include "gbx/runtime/rom.h"
 #include "gbx/runtime/rom_builder.h"
 #include "gbx/runtime/save_state.h"
-#include "gbx/runtime/verify.h"
 #include "gbx/runtime/screen_image.h"
+#include "gbx/runtime/verify.h"
 #include "tool_common.h"
 
 namespace {
@@ -38,6 +38,7 @@ struct RunOptions {
   bool serial = false;
   bool verbose = false;
   bool rtc_lock = false;
+  std::string layout = "env_major";
   std::string sav;           // battery RAM file: loaded into every env, env K's written at exit
   std::string read_mem;      // LO:HI, bus view
   std::string read_mem_raw;  // LO:HI, cartridge RAM as held even when disabled
@@ -147,6 +148,10 @@ int cmd_run(const RunOptions& o) {
     return tool::fail(make_error(
         ErrorKind::Usage, "unknown --obs-format '" + o.obs_format + "' (full, half, packed)"));
   if (o.grid_envs < 0) return tool::fail(make_error(ErrorKind::Usage, "--grid-envs must be >= 0"));
+  auto layout = parse_mem_layout(o.layout);
+  if (!layout)
+    return tool::fail(make_error(ErrorKind::Usage,
+                                 "unknown --layout '" + o.layout + "' (env_major, interleaved)"));
   auto rom = load_rom(o.rom);
   if (!rom) return tool::fail(rom.error());
   tool::print_warnings(rom->warnings);
@@ -184,6 +189,7 @@ int cmd_run(const RunOptions& o) {
   cfg.block_size = o.block_size;
   cfg.verbose = o.verbose;
   cfg.rtc_lock = o.rtc_lock;
+  cfg.layout = *layout;
   auto backend = make_backend(o.backend, rom.value(), cfg);
   if (!backend) return tool::fail(backend.error());
   Backend& be = *backend.value();
@@ -285,6 +291,9 @@ void register_run(CLI::App& app, Commands& cmds) {
   r->add_flag("--serial", run.serial, "print each env's serial output");
   r->add_flag("--verbose", run.verbose, "backend logs");
   r->add_flag("--rtc-lock", run.rtc_lock, "freeze cartridge clocks (MBC3 RTC)");
+  r->add_option("--layout", run.layout,
+                "per-env memory layout: env_major | interleaved (byte-interleaved across envs)")
+      ->capture_default_str();
   r->add_option("--sav", run.sav,
                 "battery RAM file: loaded into every env at reset (a missing file starts "
                 "blank), env --env's RAM (and MBC3 clock) written there at exit");

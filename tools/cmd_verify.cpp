@@ -27,6 +27,8 @@ struct VerifyCli {
   std::string fault;
   std::string out = "artifacts";
   bool rtc_lock = false;
+  std::string layout = "env_major";
+  std::string dut_layout;
 };
 
 // Exit codes: 0 match, 1 mismatch (and nothing else, so scripts can rely on it), 2 usage
@@ -66,6 +68,14 @@ int cmd_verify(const VerifyCli& c, const std::vector<std::string>& args) {
   o.seed = c.seed;
   o.out_dir = c.out;
   o.rtc_lock = c.rtc_lock;
+  auto layout = parse_mem_layout(c.layout);
+  auto dut_layout = c.dut_layout.empty() ? layout : parse_mem_layout(c.dut_layout);
+  if (!layout || !dut_layout)
+    return verify_fail(make_error(
+        ErrorKind::Usage,
+        "unknown --layout '" + (layout ? c.dut_layout : c.layout) + "' (env_major, interleaved)"));
+  o.layout = *layout;
+  o.dut_layout = *dut_layout;
   for (const std::string& r : c.regions) {
     auto region = parse_mem_region(r);
     if (!region) return verify_fail(region.error());
@@ -125,6 +135,10 @@ void register_verify(CLI::App& app, Commands& cmds) {
       ->capture_default_str();
   c->add_option("--seed", v.seed, "seed for reset and seeded_random")->capture_default_str();
   c->add_flag("--rtc-lock", v.rtc_lock, "freeze cartridge clocks (MBC3 RTC) in the kernels");
+  c->add_option("--layout", v.layout,
+                "per-env memory layout of the kernels: env_major | interleaved")
+      ->capture_default_str();
+  c->add_option("--dut-layout", v.dut_layout, "the DUT's layout when it differs from --layout");
   c->add_option("--stage", v.stage, "emulate_only | reward_only | obs_only | full_step")
       ->capture_default_str();
   c->add_option("--inject-fault", v.fault,

@@ -31,6 +31,7 @@ struct KernelOptions {
   std::string memory_model = "dmg";
   std::string run_mode = "frames";
   bool rtc_lock = false;
+  std::string layout = "env_major";
   std::string obs = "vec";
   std::string obs_format = "full";
   bool render = false;
@@ -117,12 +118,15 @@ Result<SynthParams> parse_params(Stage stage, const KernelOptions& o) {
   if (!obs) return usage("unknown obs kind '" + o.obs + "' (vec, pixels)");
   auto fmt = parse_obs_format(o.obs_format);
   if (!fmt) return usage("unknown obs format '" + o.obs_format + "' (full, half, packed)");
+  auto layout = parse_mem_layout(o.layout);
+  if (!layout) return usage("unknown --layout '" + o.layout + "' (env_major, interleaved)");
   SynthParams p;
   p.stage = stage;
   p.device = *dev;
   p.memory_model = *mm;
   p.run_mode = *rm;
   p.rtc_lock = o.rtc_lock;
+  p.layout = *layout;
   p.obs = *obs;
   p.obs_format = *fmt;
   p.render = o.render;
@@ -477,6 +481,9 @@ void add_kernel_options(CLI::App* c, KernelOptions& o, bool stage_all) {
   c->add_option("--memory-model", o.memory_model, "dmg | flat64k")->capture_default_str();
   c->add_option("--run-mode", o.run_mode, "frames | instructions")->capture_default_str();
   c->add_flag("--rtc-lock", o.rtc_lock, "cartridge clocks (MBC3 RTC) never advance");
+  c->add_option("--layout", o.layout,
+                "per-env memory layout: env_major | interleaved (byte-interleaved across envs)")
+      ->capture_default_str();
   c->add_option("--obs", o.obs, "what obs stages write: vec (obs_v0) | pixels")
       ->capture_default_str();
   c->add_option("--obs-format", o.obs_format, "pixels: full | half | packed")

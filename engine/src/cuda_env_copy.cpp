@@ -14,7 +14,7 @@ namespace {
 // memory slice move 8 bytes a thread and neighbouring threads touch neighbouring words.
 const char* kSource = R"(// GBX masked per-env copy kernel (gbx/engine/cuda_env_copy.h).
 typedef unsigned long long gbx_u64;
-struct GbxCopyRegion { gbx_u64 dst, src, bytes, dst_stride, src_stride; };
+struct GbxCopyRegion { gbx_u64 dst, src, bytes, dst_stride, src_stride, dst_pitch, src_pitch; };
 #define GBX_COPY_MAX_REGIONS 64
 struct GbxCopyParams {
   gbx_u64 mask, envs, dst_first, src_first, num_regions;
@@ -23,6 +23,21 @@ struct GbxCopyParams {
 extern "C" __global__ void gbx_copy_envs(const GbxCopyParams p) {
   if (blockIdx.y >= p.num_regions) return;
   const GbxCopyRegion g = p.regions[blockIdx.y];
+  if (g.dst_pitch | g.src_pitch) {
+    // Interleaved memory: byte by byte, env fastest, so neighbouring threads write
+    // neighbouring bytes of an interleaved destination.
+    const gbx_u64 dp = g.dst_pitch ? g.dst_pitch : 1, sp = g.src_pitch ? g.src_pitch : 1;
+    const gbx_u64 total = g.bytes * p.envs;
+    const unsigned char* mask = (const unsigned char*)p.mask;
+    for (gbx_u64 k = (gbx_u64)blockIdx.x * blockDim.x + threadIdx.x; k < total;
+         k += (gbx_u64)gridDim.x * blockDim.x) {
+      const gbx_u64 at = k / p.envs, env = k - at * p.envs;
+      if (mask && !mask[env]) continue;
+      unsigned char* d = (unsigned char*)(g.dst + (p.dst_first + env) * g.dst_stride + at * dp);
+      *d = g.src ? *(const unsigned char*)(g.src + (p.src_first + env) * g.src_stride + at * sp) : 0;
+    }
+    return;
+  }
   const gbx_u64 align = g.dst | g.src | g.bytes | g.dst_stride | g.src_stride;
   const gbx_u64 unit = (align & 7) == 0 ? 8 : (align & 3) == 0 ? 4 : (align & 1) == 0 ? 2 : 1;
   const gbx_u64 words = g.bytes / unit, total = words * p.envs;
@@ -42,7 +57,7 @@ extern "C" __global__ void gbx_copy_envs(const GbxCopyParams p) {
 }
 )";
 
-static_assert(sizeof(EnvCopyRegion) == 40 && sizeof(EnvCopyParams) == 40 + 40 * kEnvCopyMaxRegions,
+static_assert(sizeof(EnvCopyRegion) == 56 && sizeof(EnvCopyParams) == 40 + 56 * kEnvCopyMaxRegions,
               "EnvCopyParams mirrors GbxCopyParams word for word");
 
 }  // namespace

@@ -83,6 +83,8 @@ class Generator {
       out += "#define GBX_OBS_FORMAT_" + upper(std::string(to_string(params_.obs_format))) + " 1\n";
     for (const auto& d : params_.debug) out += "#define GBX_DEBUG_" + upper(d) + " 1\n";
     if (params_.rtc_lock) out += "#define GBX_RTC_LOCK 1\n";
+    out += "#define GBX_LAYOUT_INTERLEAVED " +
+           std::string(params_.layout == MemLayout::Interleaved ? "1" : "0") + "\n";
 
     const std::string prelude =
         manifest_["preludes"].value(std::string(to_string(params_.device)), "");

@@ -61,7 +61,8 @@ nlohmann::json kernel_meta(const CacheKeyInputs& in, const GeneratedSource& src)
                     {"obs_format", to_string(src.params.obs_format)},
                     {"render", synth_renders(src.params)},
                     {"debug", src.params.debug},
-                    {"rtc_lock", src.params.rtc_lock}};
+                    {"rtc_lock", src.params.rtc_lock},
+                    {"layout", to_string(src.params.layout)}};
   m["compiler_identity"] = in.compiler_identity;
   m["options"] = in.options;
   nlohmann::json env = nlohmann::json::object();

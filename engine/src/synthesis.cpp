@@ -60,6 +60,14 @@ std::optional<MemoryModel> parse_memory_model(std::string_view s) {
   if (s == "flat64k") return MemoryModel::Flat64k;
   return std::nullopt;
 }
+std::string_view to_string(MemLayout l) {
+  return l == MemLayout::EnvMajor ? "env_major" : "interleaved";
+}
+std::optional<MemLayout> parse_mem_layout(std::string_view s) {
+  if (s == "env_major") return MemLayout::EnvMajor;
+  if (s == "interleaved") return MemLayout::Interleaved;
+  return std::nullopt;
+}
 std::optional<RunMode> parse_run_mode(std::string_view s) {
   if (s == "frames") return RunMode::Frames;
   if (s == "instructions") return RunMode::Instructions;
@@ -90,6 +98,7 @@ std::string SynthParams::canonical() const {
   }
   // Only when set, so the canonical form (and key) of every existing kernel stays the same.
   if (rtc_lock) out += ";rtc_lock=1";
+  if (layout != MemLayout::EnvMajor) out += ";layout=" + std::string(to_string(layout));
   return out;
 }
 

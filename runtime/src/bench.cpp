@@ -142,6 +142,7 @@ Result<json> run_bench(const BenchOptions& o) {
     cfg.stage = o.stage;
     cfg.threads = o.threads;
     cfg.rtc_lock = o.rtc_lock;
+    cfg.layout = o.layout;
     cfg.device_index = o.device_index;
     cfg.block_size = o.block_size;
     cfg.verbose = o.verbose;
@@ -236,6 +237,7 @@ Result<json> run_bench(const BenchOptions& o) {
                 {"stage", stage},
                 {"threads", o.threads},
                 {"rtc_lock", o.rtc_lock},
+                {"layout", to_string(o.layout)},
                 {"sync_every", o.sync_every},
                 {"block_size", o.block_size},
                 {"device_index", o.device_index},

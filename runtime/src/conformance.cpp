@@ -113,8 +113,8 @@ Result<ConformanceReport> run_sm83_conformance(const ConformanceOptions& opts) {
       cs.l = ini["l"];
       cs.ime = ini["ime"];
       st.set_cpu_state((int)i, cs);
-      uint8_t* m = st.mem((int)i);
-      for (const auto& pair : ini["ram"]) m[pair[0].get<int>()] = pair[1].get<uint8_t>();
+      for (const auto& pair : ini["ram"])
+        st.mem_at((int)i, pair[0].get<uint32_t>()) = pair[1].get<uint8_t>();
     }
     // Envs past the file's case count run NOP at 0000 in zeroed memory: harmless.
     if (auto r = be.step({}); !r) return r.take_error();
@@ -143,10 +143,9 @@ Result<ConformanceReport> run_sm83_conformance(const ConformanceOptions& opts) {
       check("l", fin["l"], s.l[env]);
       check("ime", fin["ime"], s.ime[env]);
       if (fin.contains("ei")) check("ei (IME pending)", fin["ei"], s.ei_delay[env]);
-      const uint8_t* m = st.mem(env);
       for (const auto& pair : fin["ram"]) {
         const int addr = pair[0];
-        check(("mem[" + hex(addr, 4) + "]").c_str(), pair[1], m[addr]);
+        check(("mem[" + hex(addr, 4) + "]").c_str(), pair[1], st.mem_at(env, (uint32_t)addr));
       }
       if (!exc || exc->compare_cycles) {
         const int mcycles = (int)cases[i]["cycles"].size();

@@ -34,7 +34,7 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const Bac
   if (!b->read_memory_)
     return make_error(ErrorKind::Template,
                       "templates/manifest.json names no read_memory entry point");
-  b->state_ = EnvState(cfg.num_envs, cfg.memory_model, &b->rom_);
+  b->state_ = EnvState(cfg.num_envs, cfg.memory_model, &b->rom_, cfg.layout);
   b->state_.set_memory_reader(b->read_memory_);
   b->out_.assign(output_layout(cfg, cfg.num_envs, b->sections_), 0);
   b->reset_image_ = b->power_on_image();

@@ -151,7 +151,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
   if (!stream) return stream.take_error();
   b->stream_ = std::move(*stream);
 
-  b->layout_ = make_layout(cfg.num_envs, cfg.memory_model, rom.header.ram_size);
+  b->layout_ = make_layout(cfg.num_envs, cfg.memory_model, rom.header.ram_size, cfg.layout);
+  const bool interleaved = cfg.layout == MemLayout::Interleaved;
   const size_t n = (size_t)cfg.num_envs;
   struct Alloc {
     DeviceBuffer* buf;
@@ -170,7 +171,9 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
               "the button release schedule"},
         Alloc{&b->mask_buf_, n, "the reset mask"},
         Alloc{&b->stage_soa_buf_, make_layout(1, cfg.memory_model, rom.header.ram_size).soa_bytes,
-              "the one-env staging block"}}) {
+              "the one-env staging block"},
+        Alloc{&b->stage_mem_buf_, interleaved ? b->layout_.mem_stride : 0,
+              "the one-env memory staging slice"}}) {
     auto buf = DeviceBuffer::alloc(c, a.bytes);
     if (!buf) {
       Error e = buf.take_error();
@@ -223,7 +226,7 @@ GbxParams CudaBackend::params(const int* actions, int num_envs) const {
   p.rom_size = (unsigned)rom_.bytes.size();
   p.mbc = (unsigned)rom_.header.mbc;
   p.mem = mem_buf_.as<unsigned char>();
-  p.mem_stride = layout_.mem_stride;
+  p.mem_stride = layout_.kernel_mem_stride();
   p.cart_ram_size = rom_.header.ram_size;
   p.num_envs = num_envs;
   p.frames = cfg_.frames_per_step;
@@ -357,8 +360,12 @@ Status CudaBackend::copy_reset_image(uint64_t mask) {
   const bool shared = image_envs_ == 1;
   std::vector<EnvCopyRegion> regions;
   state_regions(soa_, image_soa_, shared, regions);
+  // The image is env-major; the interleaved layout scatters it byte by byte.
+  const bool interleaved = layout_.mem_layout == MemLayout::Interleaved;
   regions.push_back(EnvCopyRegion{mem_buf_.ptr(), image_mem_buf_.ptr(), layout_.mem_stride,
-                                  layout_.mem_stride, shared ? 0 : layout_.mem_stride});
+                                  interleaved ? 1 : layout_.mem_stride,
+                                  shared ? 0 : layout_.mem_stride,
+                                  interleaved ? layout_.mem_pitch : 0, 0});
   output_zero_regions(regions);
   EnvCopyParams p;
   p.mask = mask;
@@ -415,14 +422,40 @@ Status CudaBackend::gather_env(int env) {
   return stage_soa_buf_.download(probe_.soa_block(), stage_soa_buf_.size(), 0, stream_.get());
 }
 
+// env's memory slice into probe_ (env-major), not yet synced. Interleaved: gathered into the
+// staging slice on the device first (one launch, one copy).
+Status CudaBackend::download_env_mem(int env) {
+  const uint32_t bytes = layout_.mem_stride;
+  if (layout_.mem_layout == MemLayout::EnvMajor)
+    return mem_buf_.download(probe_.mem(), bytes, (size_t)env * bytes, stream_.get());
+  EnvCopyParams p;
+  p.envs = 1;
+  p.src_first = (uint64_t)env;
+  if (Status st = launch_copy(p, {EnvCopyRegion{stage_mem_buf_.ptr(), mem_buf_.ptr(), bytes, 0, 1,
+                                                0, layout_.mem_pitch}});
+      !st)
+    return st;
+  return stage_mem_buf_.download(probe_.mem(), bytes, 0, stream_.get());
+}
+
+// probe_'s memory into env's slice (ordered on the stream like download_env_mem).
+Status CudaBackend::upload_env_mem(int env) {
+  const uint32_t bytes = layout_.mem_stride;
+  if (layout_.mem_layout == MemLayout::EnvMajor)
+    return mem_buf_.upload(probe_.mem(), bytes, (size_t)env * bytes, stream_.get());
+  if (Status st = stage_mem_buf_.upload(probe_.mem(), bytes, 0, stream_.get()); !st) return st;
+  EnvCopyParams p;
+  p.envs = 1;
+  p.dst_first = (uint64_t)env;
+  return launch_copy(
+      p, {EnvCopyRegion{mem_buf_.ptr(), stage_mem_buf_.ptr(), bytes, 1, 0, layout_.mem_pitch, 0}});
+}
+
 Result<std::vector<uint8_t>> CudaBackend::save_state(int env) {
   if (Status st = check_env(env); !st) return st.take_error();
   if (Status st = ctx_->make_current(); !st) return st.take_error();
   if (Status st = gather_env(env); !st) return st.take_error();
-  if (Status st = mem_buf_.download(probe_.mem(0), layout_.mem_stride,
-                                    (size_t)env * layout_.mem_stride, stream_.get());
-      !st)
-    return st.take_error();
+  if (Status st = download_env_mem(env); !st) return st.take_error();
   if (Status st = stream_.synchronize(); !st) return st.take_error();
   return encode_env_state(probe_, 0);
 }
@@ -436,10 +469,7 @@ Status CudaBackend::load_state(int env, const std::vector<uint8_t>& blob) {
   CUstream s = stream_.get();
   if (Status st = stage_soa_buf_.upload(probe_.soa_block(), stage_soa_buf_.size(), 0, s); !st)
     return st;
-  if (Status st =
-          mem_buf_.upload(probe_.mem(0), layout_.mem_stride, (size_t)env * layout_.mem_stride, s);
-      !st)
-    return st;
+  if (Status st = upload_env_mem(env); !st) return st;
   std::vector<EnvCopyRegion> regions;
   state_regions(soa_, stage_soa_, true, regions);
   output_zero_regions(regions);
@@ -538,10 +568,7 @@ Result<std::vector<uint8_t>> CudaBackend::read_view(int env, uint32_t lo, uint32
   // The env's fields (banking, timer, PPU, clock) and its whole memory slice: one launch, two
   // copies; the bus view is then read on the host through the kernel's own read path.
   if (Status st = gather_env(env); !st) return st.take_error();
-  if (Status st = mem_buf_.download(probe_.mem(0), layout_.mem_stride,
-                                    (size_t)env * layout_.mem_stride, stream_.get());
-      !st)
-    return st.take_error();
+  if (Status st = download_env_mem(env); !st) return st.take_error();
   if (Status st = stream_.synchronize(); !st) return st.take_error();
   std::vector<uint8_t> out(hi - lo);
   if (Status st = probe_.read_memory(0, lo, hi, raw, out.data()); !st) return st.take_error();

@@ -40,7 +40,8 @@ constexpr int64_t kPpuDotsAtReset = 70224 - 56;
 
 // What the boot ROM leaves in VRAM: the header logo expanded into tiles 1-24 (each bit
 // doubled, each row twice), the (R) tile 25, and the two rows of the tile map that show them.
-void EnvState::write_boot_vram(uint8_t* vram) const {
+void EnvState::write_boot_vram(int env) {
+  auto vram = [&](uint32_t a) -> uint8_t& { return mem_at(env, GBX_MEM_VRAM + a); };
   if (rom_ && rom_->bytes.size() >= 0x134) {
     uint32_t addr = 0x0010;
     for (uint32_t i = 0; i < 48; ++i) {
@@ -49,19 +50,19 @@ void EnvState::write_boot_vram(uint8_t* vram) const {
         uint8_t v = 0;
         for (int bit = 0; bit < 4; ++bit)
           if (nib & (1 << bit)) v |= (uint8_t)(3 << (2 * bit));
-        vram[addr] = v;
-        vram[addr + 2] = v;
+        vram(addr) = v;
+        vram(addr + 2) = v;
         addr += 4;
       }
     }
   }
   const uint8_t registered[8] = {0x3C, 0x42, 0xB9, 0xA5, 0xB9, 0xA5, 0x42, 0x3C};
-  for (int i = 0; i < 8; ++i) vram[0x0190 + 2 * i] = registered[i];
+  for (int i = 0; i < 8; ++i) vram(0x0190 + 2 * i) = registered[i];
   for (int i = 0; i < 12; ++i) {
-    vram[0x1904 + i] = (uint8_t)(1 + i);
-    vram[0x1924 + i] = (uint8_t)(13 + i);
+    vram(0x1904 + i) = (uint8_t)(1 + i);
+    vram(0x1924 + i) = (uint8_t)(13 + i);
   }
-  vram[0x1910] = 0x19;
+  vram(0x1910) = 0x19;
 }
 
 namespace {
@@ -77,7 +78,7 @@ std::string human_bytes(double b) {
 
 }  // namespace
 
-StateLayout make_layout(int num_envs, MemoryModel mm, uint32_t cart_ram_size) {
+StateLayout make_layout(int num_envs, MemoryModel mm, uint32_t cart_ram_size, MemLayout layout) {
   StateLayout l;
   l.num_envs = num_envs;
   size_t off = 0;
@@ -87,7 +88,13 @@ StateLayout make_layout(int num_envs, MemoryModel mm, uint32_t cart_ram_size) {
   l.soa_bytes = off;
   l.mem_stride = mm == MemoryModel::Flat64k ? GBX_MEM_FLAT_SIZE
                                             : (uint32_t)align64(GBX_MEM_FIXED_SIZE + cart_ram_size);
-  l.mem_bytes = (size_t)l.mem_stride * (size_t)num_envs;
+  l.mem_layout = layout;
+  if (layout == MemLayout::Interleaved) {
+    l.mem_pitch = GBX_MEM_PITCH(num_envs);
+    l.mem_bytes = (size_t)l.mem_stride * (size_t)l.mem_pitch;
+  } else {
+    l.mem_bytes = (size_t)l.mem_stride * (size_t)num_envs;
+  }
   return l;
 }
 
@@ -117,8 +124,10 @@ Status check_env_count(int num_envs, MemoryModel mm, uint32_t cart_ram_size,
   return ok_status();
 }
 
-EnvState::EnvState(int num_envs, MemoryModel mm, const Rom* rom)
-    : layout_(make_layout(num_envs, mm, rom ? rom->header.ram_size : 0)), mm_(mm), rom_(rom) {
+EnvState::EnvState(int num_envs, MemoryModel mm, const Rom* rom, MemLayout layout)
+    : layout_(make_layout(num_envs, mm, rom ? rom->header.ram_size : 0, layout)),
+      mm_(mm),
+      rom_(rom) {
   block_.assign(layout_.soa_bytes, 0);
   mem_.assign(layout_.mem_bytes, 0);
   layout_.bind(soa_, reinterpret_cast<uint64_t>(block_.data()));
@@ -133,7 +142,7 @@ void EnvState::set_battery(const BatterySave& save) {
 void EnvState::apply_battery(int env) {
   if (!has_battery_ || mm_ != MemoryModel::Dmg) return;
   const size_t n = std::min<size_t>(battery_.ram.size(), rom_ ? rom_->header.ram_size : 0);
-  std::memcpy(mem(env) + GBX_MEM_CART_RAM, battery_.ram.data(), n);
+  write_env_mem(env, GBX_MEM_CART_RAM, battery_.ram.data(), n);
   std::memcpy(soa_.rtc_regs + (size_t)env * GBX_RTC_BYTES, battery_.rtc_live, 5);
   std::memcpy(soa_.rtc_regs + (size_t)env * GBX_RTC_BYTES + 5, battery_.rtc_latched, 5);
   soa_.rtc_second_start[env] = soa_.cycle_count[env];  // a loaded clock starts a new second
@@ -142,8 +151,8 @@ void EnvState::apply_battery(int env) {
 BatterySave EnvState::battery(int env) const {
   BatterySave b;
   const uint32_t n = rom_ ? rom_->header.ram_size : 0;
-  const uint8_t* m = mem_.data() + (size_t)env * layout_.mem_stride + GBX_MEM_CART_RAM;
-  b.ram.assign(m, m + n);
+  b.ram.resize(n);
+  read_env_mem(env, GBX_MEM_CART_RAM, b.ram.data(), n);
   b.has_rtc = rom_ && rom_->header.has_rtc;
   std::memcpy(b.rtc_live, soa_.rtc_regs + (size_t)env * GBX_RTC_BYTES, 5);
   std::memcpy(b.rtc_latched, soa_.rtc_regs + (size_t)env * GBX_RTC_BYTES + 5, 5);
@@ -177,9 +186,9 @@ void EnvState::reset_dmg() {
     soa_.serial_event[i] = INT64_MAX;
     soa_.mbc_rom_bank[i] = 1;
     apply_battery(i);
-    std::memcpy(mem(i) + GBX_MEM_IO, kIoReset, sizeof kIoReset);
-    mem(i)[GBX_MEM_IO + 0xFF] = 0x00;  // IE
-    write_boot_vram(mem(i) + GBX_MEM_VRAM);
+    write_env_mem(i, GBX_MEM_IO, kIoReset, sizeof kIoReset);
+    mem_at(i, GBX_MEM_IO + 0xFF) = 0x00;  // IE
+    write_boot_vram(i);
   }
 }
 
@@ -190,8 +199,34 @@ void EnvState::copy_env(int dst, const EnvState& src, int src_env) {
               (size_t)(size));
   GBX_STATE_FIELDS(GBX_COPY_FIELD)
 #undef GBX_COPY_FIELD
-  std::memcpy(mem(dst), src.mem_.data() + (size_t)src_env * src.layout_.mem_stride,
-              layout_.mem_stride);
+  if (layout_.mem_layout == MemLayout::EnvMajor && src.layout_.mem_layout == MemLayout::EnvMajor) {
+    std::memcpy(mem_.data() + layout_.mem_offset(dst, 0),
+                src.mem_.data() + src.layout_.mem_offset(src_env, 0), layout_.mem_stride);
+    return;
+  }
+  for (uint32_t i = 0; i < layout_.mem_stride; ++i) mem_at(dst, i) = src.mem_at(src_env, i);
+}
+
+void EnvState::read_env_mem(int env, uint32_t off, uint8_t* dst, size_t n) const {
+  if (layout_.mem_layout == MemLayout::EnvMajor) {
+    std::memcpy(dst, mem_.data() + layout_.mem_offset(env, off), n);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) dst[i] = mem_at(env, off + (uint32_t)i);
+}
+
+void EnvState::write_env_mem(int env, uint32_t off, const uint8_t* src, size_t n) {
+  if (layout_.mem_layout == MemLayout::EnvMajor) {
+    std::memcpy(mem_.data() + layout_.mem_offset(env, off), src, n);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) mem_at(env, off + (uint32_t)i) = src[i];
+}
+
+std::vector<uint8_t> EnvState::env_mem(int env) const {
+  std::vector<uint8_t> out(layout_.mem_stride);
+  read_env_mem(env, 0, out.data(), out.size());
+  return out;
 }
 
 CpuState EnvState::cpu_state(int env) const {
@@ -238,7 +273,7 @@ GbxParams EnvState::kernel_params() {
   p.rom_size = rom_ ? (unsigned)rom_->bytes.size() : 0;
   p.mbc = rom_ ? (unsigned)rom_->header.mbc : 0;
   p.mem = mem_.data();
-  p.mem_stride = layout_.mem_stride;
+  p.mem_stride = layout_.kernel_mem_stride();
   p.cart_ram_size = rom_ ? rom_->header.ram_size : 0;
   p.num_envs = num_envs();
   return p;
@@ -251,7 +286,7 @@ Status EnvState::read_memory(int env, uint32_t lo, uint32_t hi, bool raw, uint8_
     return make_error(ErrorKind::Usage, "memory range must satisfy lo < hi <= 0x10000");
   CpuReadMemoryFn fn = reader_;
   if (!fn) {
-    auto shared = shared_memory_reader(mm_);
+    auto shared = shared_memory_reader(mm_, layout_.mem_layout);
     if (!shared) return shared.take_error();
     fn = shared.value();
   }

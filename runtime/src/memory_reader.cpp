@@ -2,20 +2,22 @@
 
 #include <map>
 #include <mutex>
+#include <utility>
 
 namespace gbx {
 
-Result<CpuReadMemoryFn> shared_memory_reader(MemoryModel mm) {
+Result<CpuReadMemoryFn> shared_memory_reader(MemoryModel mm, MemLayout layout) {
   static std::mutex mu;
-  static std::map<MemoryModel, CpuReadMemoryFn> readers;
+  static std::map<std::pair<MemoryModel, MemLayout>, CpuReadMemoryFn> readers;
   std::lock_guard<std::mutex> lock(mu);
-  if (auto it = readers.find(mm); it != readers.end()) return it->second;
+  if (auto it = readers.find({mm, layout}); it != readers.end()) return it->second;
   auto bundle = TemplateBundle::load(TemplateBundle::default_root());
   if (!bundle) return bundle.take_error();
   SynthParams p;
   p.stage = Stage::EmulateOnly;
   p.device = Device::Cpu;
   p.memory_model = mm;
+  p.layout = layout;
   KernelCache cache;
   auto k = build_cpu_kernel(bundle.value(), p, cache);
   if (!k) return k.take_error();
@@ -23,7 +25,7 @@ Result<CpuReadMemoryFn> shared_memory_reader(MemoryModel mm) {
   if (!fn)
     return make_error(ErrorKind::Template,
                       "templates/manifest.json names no read_memory entry point");
-  readers[mm] = fn;
+  readers[{mm, layout}] = fn;
   return fn;
 }
 

@@ -217,8 +217,7 @@ std::vector<uint8_t> encode_env_state(const EnvState& state, int env) {
     const uint8_t* p = bases[i] + (size_t)env * table[i].size;
     records.push_back({table[i].name, std::vector<uint8_t>(p, p + table[i].size)});
   }
-  const uint8_t* m = state.mem(env);
-  records.push_back({kMemRecord, std::vector<uint8_t>(m, m + state.layout().mem_stride)});
+  records.push_back({kMemRecord, state.env_mem(env)});
   return write_save_state(rom_of(state), state.memory_model(), SaveStateKind::Kernel, records);
 }
 
@@ -244,7 +243,7 @@ Status decode_env_state(const std::vector<uint8_t>& blob, EnvState& state, int e
   const auto bases = field_bases(state.soa());
   for (size_t i = 0; i < table.size(); ++i)
     std::memcpy(bases[i] + (size_t)env * table[i].size, recs[i].bytes.data(), table[i].size);
-  std::memcpy(state.mem(env), mem.bytes.data(), mem.bytes.size());
+  state.write_env_mem(env, 0, mem.bytes.data(), mem.bytes.size());
   return ok_status();
 }
 

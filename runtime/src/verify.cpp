@@ -108,9 +108,11 @@ class Verifier {
     cfg.stage = o_.stage;
     cfg.threads = 1;  // one env
     cfg.rtc_lock = o_.rtc_lock;
+    cfg.layout = o_.layout;
     auto ref = make_backend(o_.ref, rom_, cfg);
     if (!ref) return ref.take_error();
     ref_ = std::move(ref.value());
+    cfg.layout = o_.dut_layout;
     auto dut = make_backend(o_.dut, rom_, cfg);
     if (!dut) return dut.take_error();
     dut_ = std::move(dut.value());

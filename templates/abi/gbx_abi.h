@@ -15,6 +15,13 @@
 #define GBX_MEM_FIXED_SIZE 0x4200u
 // Memory model flat64k: 64 KiB of plain RAM per env, no I/O.
 #define GBX_MEM_FLAT_SIZE 0x10000u
+// Where byte i of env e's writable memory lives in GbxParams.mem (synthesis parameter layout;
+// the kernel's mem_at() and the host's StateLayout::mem_offset() are the two readers):
+//   env_major:   e * mem_stride + i            (mem_stride: bytes per env)
+//   interleaved: i * mem_stride + e            (mem_stride: GBX_MEM_PITCH(num_envs))
+// Interleaved puts the same byte of neighbouring envs side by side, so a warp whose 32
+// threads touch the same address reads one 32-byte sector instead of 32.
+#define GBX_MEM_PITCH(num_envs) ((((unsigned)(num_envs)) + 31u) & ~31u)
 
 #define GBX_SERIAL_CAPACITY 1024u
 // Framebuffer: 160x144 shade indices (0-3) at 2 bits a pixel, 40 bytes a row, leftmost pixel
@@ -102,8 +109,8 @@ typedef struct GbxParams {
   const unsigned char* rom;  // shared by all envs, read-only
   unsigned int rom_size;     // bytes, a power of two >= 32 KiB (dmg) or 0 (flat64k)
   unsigned int mbc;          // GBX_MBC_*
-  unsigned char* mem;        // per-env writable memory, env-major
-  unsigned int mem_stride;   // bytes per env
+  unsigned char* mem;        // per-env writable memory (layout: GBX_MEM_PITCH above)
+  unsigned int mem_stride;   // env_major: bytes per env; interleaved: envs padded (pitch)
   unsigned int cart_ram_size;
   int num_envs;
   int frames;                 // run mode frames: frames per step

@@ -2,8 +2,8 @@
 // the per-env memory layout is defined here alone. Memory model dmg: ROM shared by all envs,
 // per-env writable regions (gbx_abi.h). Memory model flat64k: 64 KiB of plain RAM.
 #if GBX_MEMORY_MODEL_FLAT64K
-GBX_FN u8 bus_read(Machine& b, u32 addr) { return b.mem[addr & 0xFFFFu]; }
-GBX_FN void bus_write(Machine& b, u32 addr, u8 v) { b.mem[addr & 0xFFFFu] = v; }
+GBX_FN u8 bus_read(Core& c, u32 addr) { return mem_at(c, addr & 0xFFFFu); }
+GBX_FN void bus_write(Core& c, u32 addr, u8 v) { mem_at(c, addr & 0xFFFFu) = v; }
 GBX_FN void oam_dma(Machine& b, u8 page) { (void)b; (void)page; }
 #else
 // OAM DMA bus conflicts (Pan Docs "OAM DMA Transfer"): for 160 M-cycles the DMA owns the bus
@@ -26,37 +26,47 @@ GBX_NOINLINE bool dma_blocks(Machine& b, u32 addr) {
 GBX_NOINLINE u8 dma_conflict_read(Machine& b, u32 addr) {
   if (addr - 0xFE00u < 0x100u) return 0xFF;
   const i64 i = (io_time(b) - dma_start(b)) >> 2;
-  return b.mem[GBX_MEM_OAM + (u32)(i < 160 ? i : 159)];
+  return mem_at(b, GBX_MEM_OAM + (u32)(i < 160 ? i : 159));
 }
 
 GBX_NOINLINE u8 bus_read_slow(Machine& b, u32 addr) {
-  if (addr < 0xA000u) return ppu_vram_locked(b) ? 0xFF : b.mem[GBX_MEM_VRAM + (addr - 0x8000u)];
+  if (addr < 0xA000u) return ppu_vram_locked(b) ? 0xFF : mem_at(b, GBX_MEM_VRAM + (addr - 0x8000u));
   if (addr < 0xC000u) return cart_ram_read(b, addr);
-  if (addr < 0xFE00u) return b.mem[GBX_MEM_WRAM + ((addr - 0xC000u) & 0x1FFFu)];  // echo
-  if (addr < 0xFF00u) return ppu_oam_locked(b) ? 0xFF : b.mem[GBX_MEM_OAM + (addr - 0xFE00u)];
+  if (addr < 0xFE00u) return mem_at(b, GBX_MEM_WRAM + ((addr - 0xC000u) & 0x1FFFu));  // echo
+  if (addr < 0xFF00u) return ppu_oam_locked(b) ? 0xFF : mem_at(b, GBX_MEM_OAM + (addr - 0xFE00u));
   return io_read(b, addr);
 }
 
-GBX_FN u8 bus_read(Machine& b, u32 addr) {
-  if (GBX_UNLIKELY(io_time(b) < b.dma_end) && dma_blocks(b, addr)) return dma_conflict_read(b, addr);
-  if (addr < 0x4000u) return b.rom0[addr];
-  if (addr < 0x8000u) return b.romx[addr - 0x4000u];
-  if (addr - 0xC000u < 0x2000u) return b.mem[GBX_MEM_WRAM + (addr - 0xC000u)];
-  if (addr - 0xFF80u < 0x7Fu) return b.mem[GBX_MEM_IO + (addr & 0xFFu)];  // HRAM
-  return bus_read_slow(b, addr);
+// The fast paths work on the Core; the slow ones get the Machine, synced around the call.
+GBX_FN u8 bus_read(Core& c, u32 addr) {
+  if (GBX_UNLIKELY(io_time(c) < c.dma_end)) {
+    Machine& m = core_spill(c);
+    if (dma_blocks(m, addr)) {
+      const u8 v = dma_conflict_read(m, addr);
+      core_reload(c);
+      return v;
+    }
+  }
+  if (addr < 0x4000u) return c.rom0[addr];
+  if (addr < 0x8000u) return c.romx[addr - 0x4000u];
+  if (addr - 0xC000u < 0x2000u) return mem_at(c, GBX_MEM_WRAM + (addr - 0xC000u));
+  if (addr - 0xFF80u < 0x7Fu) return mem_at(c, GBX_MEM_IO + (addr & 0xFFu));  // HRAM
+  const u8 v = bus_read_slow(core_spill(c), addr);
+  core_reload(c);
+  return v;
 }
 
 GBX_NOINLINE void bus_write_slow(Machine& b, u32 addr, u8 v) {
   if (addr - 0x8000u < 0x2000u || addr - 0xFE00u < 0x100u) lcd_before_write(b);
   if (addr < 0x8000u) mbc_write(b, addr, v);
   else if (addr < 0xA000u) {
-    if (!ppu_vram_locked(b)) b.mem[GBX_MEM_VRAM + (addr - 0x8000u)] = v;
+    if (!ppu_vram_locked(b)) mem_at(b, GBX_MEM_VRAM + (addr - 0x8000u)) = v;
   } else if (addr < 0xC000u) cart_ram_write(b, addr, v);
-  else if (addr < 0xFE00u) b.mem[GBX_MEM_WRAM + ((addr - 0xC000u) & 0x1FFFu)] = v;
+  else if (addr < 0xFE00u) mem_at(b, GBX_MEM_WRAM + ((addr - 0xC000u) & 0x1FFFu)) = v;
   else if (addr < 0xFF00u) {
     if (ppu_oam_locked(b)) return;
     ppu_service(b, io_time(b));
-    b.mem[GBX_MEM_OAM + (addr - 0xFE00u)] = v;
+    mem_at(b, GBX_MEM_OAM + (addr - 0xFE00u)) = v;
     // Objects decide the mode 3 length of lines to come, so the HBlank event may move.
     if (*io_reg(b, 0xFF41) & 0x08) {
       ppu_schedule(b, io_time(b));
@@ -65,17 +75,18 @@ GBX_NOINLINE void bus_write_slow(Machine& b, u32 addr, u8 v) {
   } else io_write(b, addr, v);
 }
 
-GBX_FN void bus_write(Machine& b, u32 addr, u8 v) {
-  if (GBX_UNLIKELY(io_time(b) < b.dma_end) && dma_blocks(b, addr)) return;
+GBX_FN void bus_write(Core& c, u32 addr, u8 v) {
+  if (GBX_UNLIKELY(io_time(c) < c.dma_end) && dma_blocks(core_spill(c), addr)) return;
   if (addr - 0xC000u < 0x2000u) {
-    b.mem[GBX_MEM_WRAM + (addr - 0xC000u)] = v;
+    mem_at(c, GBX_MEM_WRAM + (addr - 0xC000u)) = v;
     return;
   }
   if (addr - 0xFF80u < 0x7Fu) {
-    b.mem[GBX_MEM_IO + (addr & 0xFFu)] = v;
+    mem_at(c, GBX_MEM_IO + (addr & 0xFFu)) = v;
     return;
   }
-  bus_write_slow(b, addr, v);
+  bus_write_slow(core_spill(c), addr, v);
+  core_reload(c);
 }
 
 // What the DMA reads: the source bus without the CPU's access windows (DMG: sources at
@@ -83,9 +94,9 @@ GBX_FN void bus_write(Machine& b, u32 addr, u8 v) {
 GBX_FN u8 bus_read_dma(Machine& b, u32 addr) {
   if (addr < 0x4000u) return b.rom0[addr];
   if (addr < 0x8000u) return b.romx[addr - 0x4000u];
-  if (addr < 0xA000u) return b.mem[GBX_MEM_VRAM + (addr - 0x8000u)];
+  if (addr < 0xA000u) return mem_at(b, GBX_MEM_VRAM + (addr - 0x8000u));
   if (addr < 0xC000u) return cart_ram_read(b, addr);
-  return b.mem[GBX_MEM_WRAM + ((addr - 0xC000u) & 0x1FFFu)];
+  return mem_at(b, GBX_MEM_WRAM + ((addr - 0xC000u) & 0x1FFFu));
 }
 
 // OAM DMA: the 160 bytes are copied at once (the CPU cannot observe or change OAM before
@@ -95,7 +106,17 @@ GBX_FN u8 bus_read_dma(Machine& b, u32 addr) {
 GBX_FN void oam_dma(Machine& b, u8 page) {
   const u32 src = (u32)page << 8;
   b.dma_end = 0;
-  for (u32 i = 0; i < 160u; ++i) b.mem[GBX_MEM_OAM + i] = bus_read_dma(b, (src + i) & 0xFFFFu);
+  for (u32 i = 0; i < 160u; ++i) mem_at(b, GBX_MEM_OAM + i) = bus_read_dma(b, (src + i) & 0xFFFFu);
   b.dma_end = io_time(b) + 8 + 640;
+}
+#endif
+
+#if GBX_CORE_SPLIT
+// A bus read for code holding a Machine (the host's memory view, epilogs): through the Core.
+GBX_FN u8 bus_read(Machine& m, u32 addr) {
+  Core c = core_of(m);
+  const u8 v = bus_read(c, addr);
+  core_spill(c);
+  return v;
 }
 #endif

@@ -191,9 +191,9 @@ GBX_FN u8 cart_ram_peek(Machine& b, u32 addr) {
   }
   if (b.cart_ram_size == 0) return 0xFF;
   // MBC2: 512 half-bytes repeated through A000-BFFF; the upper nibble is not driven.
-  if (b.mbc == GBX_MBC_2) return (u8)(0xF0 | b.mem[GBX_MEM_CART_RAM + (addr & 0x1FFu)]);
+  if (b.mbc == GBX_MBC_2) return (u8)(0xF0 | mem_at(b, GBX_MEM_CART_RAM + (addr & 0x1FFu)));
   const u32 off = (b.cart_ram_offset + (addr - 0xA000u)) % b.cart_ram_size;
-  return b.mem[GBX_MEM_CART_RAM + off];
+  return mem_at(b, GBX_MEM_CART_RAM + off);
 }
 
 GBX_FN u8 cart_ram_read(Machine& b, u32 addr) {
@@ -209,9 +209,9 @@ GBX_FN void cart_ram_write(Machine& b, u32 addr, u8 v) {
   }
   if (b.cart_ram_size == 0) return;
   if (b.mbc == GBX_MBC_2) {
-    b.mem[GBX_MEM_CART_RAM + (addr & 0x1FFu)] = (u8)(v | 0xF0);  // as mGBA stores it in .sav
+    mem_at(b, GBX_MEM_CART_RAM + (addr & 0x1FFu)) = (u8)(v | 0xF0);  // as mGBA stores it in .sav
     return;
   }
   const u32 off = (b.cart_ram_offset + (addr - 0xA000u)) % b.cart_ram_size;
-  b.mem[GBX_MEM_CART_RAM + off] = v;
+  mem_at(b, GBX_MEM_CART_RAM + off) = v;
 }

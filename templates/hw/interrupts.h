@@ -10,7 +10,14 @@ GBX_FN void service_events(Machine& bus);
 // Cycle-Accurate Game Boy Docs): IE is sampled after the PC high byte is pushed, so a push
 // that lands on IE (SP = 0x0000 -> the byte goes to 0xFFFF) can cancel the dispatch; the
 // low byte's push cannot. With nothing left pending, PC becomes 0x0000 and IF is untouched.
-GBX_FN void interrupt_dispatch(Cpu& cpu, Machine& bus) {
+#if GBX_CORE_SPLIT
+GBX_FN void service_events(Core& c) {
+  service_events(core_spill(c));
+  core_reload(c);
+}
+#endif
+
+GBX_FN void interrupt_dispatch(Cpu& cpu, Core& bus) {
   cpu.ime = 0;
   idle(bus);
   idle(bus);
@@ -57,3 +64,10 @@ GBX_FN void stop_enter(Machine& bus) {
   events_reschedule(bus);
   bus.run_state = GBX_RUN_STOPPED;
 }
+
+#if GBX_CORE_SPLIT
+GBX_FN void stop_enter(Core& c) {
+  stop_enter(core_spill(c));
+  core_reload(c);
+}
+#endif

@@ -56,20 +56,21 @@ GBX_FN bool lcd_frame_needed(const Machine& b, i64 vblank) {
   return r < GBX_FRAME_CYCLES + GBX_LCD_STEP_SLACK;
 }
 
-GBX_FN u32 lcd_tile_pixel(const u8* vram, u32 addr, u32 bit) {
-  return (((u32)vram[addr + 1] >> bit) & 1u) << 1 | (((u32)vram[addr] >> bit) & 1u);
+GBX_FN u8 lcd_vram(const Machine& b, u32 addr) { return mem_at(b, GBX_MEM_VRAM + addr); }
+GBX_FN u8 lcd_oam(const Machine& b, u32 i) { return mem_at(b, GBX_MEM_OAM + i); }
+
+GBX_FN u32 lcd_tile_pixel(const Machine& b, u32 addr, u32 bit) {
+  return (((u32)lcd_vram(b, addr + 1) >> bit) & 1u) << 1 | (((u32)lcd_vram(b, addr) >> bit) & 1u);
 }
 
 // BG / window tile row address in VRAM: LCDC bit 4 picks 0x8000 unsigned or 0x9000 signed.
-GBX_FN u32 lcd_bg_tile_row(const u8* vram, u8 lcdc, u32 map, u32 tx, u32 ty, u32 row) {
-  const u8 tile = vram[map + (ty & 31u) * 32u + (tx & 31u)];
+GBX_FN u32 lcd_bg_tile_row(const Machine& b, u8 lcdc, u32 map, u32 tx, u32 ty, u32 row) {
+  const u8 tile = lcd_vram(b, map + (ty & 31u) * 32u + (tx & 31u));
   const u32 base = (lcdc & 0x10) ? (u32)tile * 16u : (u32)(0x1000 + (i32)(i8)tile * 16);
   return base + row * 2u;
 }
 
 GBX_NOINLINE void lcd_draw_line(Machine& b, u32 ly, u8* GBX_RESTRICT row) {
-  const u8* vram = b.mem + GBX_MEM_VRAM;
-  const u8* oam = b.mem + GBX_MEM_OAM;
   const u8 lcdc = *io_reg(b, 0xFF40);
   const u8 bgp = *io_reg(b, 0xFF47);
   u8 color[160];  // BG / window colour index before the palette (0 where they are blank)
@@ -81,8 +82,8 @@ GBX_NOINLINE void lcd_draw_line(Machine& b, u32 ly, u8* GBX_RESTRICT row) {
     u32 addr = 0;
     for (u32 x = 0; x < 160u; ++x) {
       const u32 bx = (x + scx) & 0xFFu;
-      if (x == 0 || (bx & 7u) == 0) addr = lcd_bg_tile_row(vram, lcdc, map, bx >> 3, y >> 3, y & 7u);
-      color[x] = (u8)lcd_tile_pixel(vram, addr, 7u - (bx & 7u));
+      if (x == 0 || (bx & 7u) == 0) addr = lcd_bg_tile_row(b, lcdc, map, bx >> 3, y >> 3, y & 7u);
+      color[x] = (u8)lcd_tile_pixel(b, addr, 7u - (bx & 7u));
     }
     // Window: shown from WX-7 on lines after LY matched WY in this frame; its own line
     // counter advances only on lines where it is drawn.
@@ -94,8 +95,8 @@ GBX_NOINLINE void lcd_draw_line(Machine& b, u32 ly, u8* GBX_RESTRICT row) {
       for (u32 x = x0; x < 160u; ++x) {
         const u32 wxp = x + 7u - wx;
         if (x == x0 || (wxp & 7u) == 0)
-          addr = lcd_bg_tile_row(vram, lcdc, wmap, wxp >> 3, wy >> 3, wy & 7u);
-        color[x] = (u8)lcd_tile_pixel(vram, addr, 7u - (wxp & 7u));
+          addr = lcd_bg_tile_row(b, lcdc, wmap, wxp >> 3, wy >> 3, wy & 7u);
+        color[x] = (u8)lcd_tile_pixel(b, addr, 7u - (wxp & 7u));
       }
       b.lcd_win_line++;
     }
@@ -114,29 +115,29 @@ GBX_NOINLINE void lcd_draw_line(Machine& b, u32 ly, u8* GBX_RESTRICT row) {
     u32 sel[10];
     u32 n = 0;
     for (u32 i = 0; i < 40u && n < 10u; ++i) {
-      const u32 top = oam[i * 4u];
+      const u32 top = lcd_oam(b, i * 4u);
       if (ly + 16u >= top && ly + 16u < top + height) sel[n++] = i;
     }
     for (u32 i = 1; i < n; ++i) {
       const u32 v = sel[i];
       u32 j = i;
-      for (; j > 0 && oam[sel[j - 1] * 4u + 1u] > oam[v * 4u + 1u]; --j) sel[j] = sel[j - 1];
+      for (; j > 0 && lcd_oam(b, sel[j - 1] * 4u + 1u) > lcd_oam(b, v * 4u + 1u); --j) sel[j] = sel[j - 1];
       sel[j] = v;
     }
     u8 obj[160];  // winning object's colour index (0 = none) and its attributes
     u8 attr[160];
     for (u32 x = 0; x < 160u; ++x) obj[x] = 0;
     for (u32 k = 0; k < n; ++k) {
-      const u8* o = oam + sel[k] * 4u;
-      const u32 ox = o[1], flags = o[3];
-      u32 line = ly + 16u - o[0];
+      const u32 o = sel[k] * 4u;
+      const u32 ox = lcd_oam(b, o + 1), flags = lcd_oam(b, o + 3);
+      u32 line = ly + 16u - lcd_oam(b, o);
       if (flags & 0x40) line = height - 1u - line;
-      const u32 tile = height == 16u ? (o[2] & 0xFEu) : o[2];
+      const u32 tile = height == 16u ? (lcd_oam(b, o + 2) & 0xFEu) : lcd_oam(b, o + 2);
       const u32 addr = tile * 16u + line * 2u;
       for (u32 px = 0; px < 8u; ++px) {
         const i32 sx = (i32)ox - 8 + (i32)px;
         if (sx < 0 || sx >= 160 || obj[sx]) continue;
-        const u32 c = lcd_tile_pixel(vram, addr, (flags & 0x20) ? px : 7u - px);
+        const u32 c = lcd_tile_pixel(b, addr, (flags & 0x20) ? px : 7u - px);
         if (!c) continue;
         obj[sx] = (u8)c;
         attr[sx] = (u8)flags;

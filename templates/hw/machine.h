@@ -8,7 +8,10 @@
 struct Machine {
   i64 cycles;      // T-cycles since reset; every bus access charges 4 before it happens
   i64 next_event;  // earliest cycle at which service_events() must run
-  u8* GBX_RESTRICT mem;  // this env's writable memory (layout in gbx_abi.h)
+  u8* GBX_RESTRICT mem;  // this env's byte 0 of writable memory: read it through mem_at()
+#if GBX_LAYOUT_INTERLEAVED
+  u32 mem_pitch;  // distance between this env's consecutive bytes (GBX_MEM_PITCH)
+#endif
   const u8* GBX_RESTRICT rom;
   const u8* rom0;  // 0x0000-0x3FFF window (MBC1 mode 1 can bank it)
   const u8* romx;  // 0x4000-0x7FFF window
@@ -41,17 +44,118 @@ struct Machine {
   i64 rtc_second_start;    // cycle at which the clock's current second began
   u8 mbc_rom_bank_hi;      // MBC5 ROM bank bit 8
   u8 mbc_rtc_latch;        // MBC3: last byte written to 6000-7FFF
-  // Scanline renderer (hw/lcd.h), used only by kernels that draw.
+#if GBX_RENDER
+  // Scanline renderer (hw/lcd.h), only in kernels that draw: the struct lives in local memory
+  // on a GPU (the slow paths take it by reference), so every field costs stack frame.
   i64 lcd_next;      // cycle of the next line end or VBlank the renderer has to process
   i64 lcd_step_end;  // this step's target cycle (run mode frames)
   i64 lcd_period;    // cycles from one step end to the next; 0: every frame is drawn
   u8* GBX_RESTRICT lcd_fb;  // the env's two framebuffers
   u8 lcd_flags;             // GBX_LCD_FLAG_*
   u8 lcd_win_line;          // window line counter
+#endif
 };
 
-GBX_FN u8* io_reg(Machine& b, u32 addr) { return b.mem + GBX_MEM_IO + (addr & 0xFFu); }
+// The one place that knows where byte `off` of this env's writable memory lives (gbx_abi.h
+// GBX_MEM_PITCH: env-major or byte-interleaved across envs). Everything else goes through it.
+GBX_FN u8& mem_at(const Machine& b, u32 off) {
+#if GBX_LAYOUT_INTERLEAVED
+  return b.mem[(u64)off * b.mem_pitch];
+#else
+  return b.mem[off];
+#endif
+}
+
+GBX_FN u8* io_reg(Machine& b, u32 addr) { return &mem_at(b, GBX_MEM_IO + (addr & 0xFFu)); }
 
 // When the current memory access happens: 1 T-cycle into its M-cycle (the bus helpers have
 // already charged the whole M-cycle). I/O side effects are timed from here.
 GBX_FN i64 io_time(const Machine& b) { return b.cycles - 3; }
+
+// The hot part of the machine: what every M-cycle touches (the cycle counter, the next event,
+// the ROM windows, the memory base, IE/IF). On a GPU the step and the CPU helpers work on a
+// Core, a local whose address is never taken, so NVRTC/ptxas keep it in registers. The
+// Machine behind it is what the out-of-line slow paths take by reference (which puts it in
+// local memory); it holds the current values only across a slow-path call: core_spill()
+// before, core_reload() after. On the CPU the Machine itself is the core (GBX_CORE_SPLIT 0):
+// x86-64 has too few registers for both the Cpu and a Core, and a separate Core measured
+// ~20% slower on ALU_LOOP (README "Hot fields").
+#if GBX_DEVICE_CUDA
+#define GBX_CORE_SPLIT 1
+#else
+#define GBX_CORE_SPLIT 0
+#endif
+
+#if GBX_CORE_SPLIT
+struct Core {
+  i64 cycles;
+  i64 next_event;
+  i64 dma_end;
+  u8* GBX_RESTRICT mem;
+#if GBX_LAYOUT_INTERLEAVED
+  u32 mem_pitch;
+#endif
+  const u8* rom0;
+  const u8* romx;
+  u8 ie;
+  u8 iflag;
+  u8 run_state;
+  u8 joyp_buttons;
+  Machine* m;
+};
+
+GBX_FN void core_reload(Core& c) {
+  const Machine& m = *c.m;
+  c.cycles = m.cycles;
+  c.next_event = m.next_event;
+  c.dma_end = m.dma_end;
+  c.rom0 = m.rom0;
+  c.romx = m.romx;
+  c.ie = m.ie;
+  c.iflag = m.iflag;
+  c.run_state = m.run_state;
+  c.joyp_buttons = m.joyp_buttons;
+}
+
+GBX_FN Machine& core_spill(const Core& c) {
+  Machine& m = *c.m;
+  m.cycles = c.cycles;
+  m.next_event = c.next_event;
+  m.dma_end = c.dma_end;
+  m.rom0 = c.rom0;
+  m.romx = c.romx;
+  m.ie = c.ie;
+  m.iflag = c.iflag;
+  m.run_state = c.run_state;
+  m.joyp_buttons = c.joyp_buttons;
+  return m;
+}
+
+GBX_FN Core core_of(Machine& m) {
+  Core c;
+  c.m = &m;
+  c.mem = m.mem;
+#if GBX_LAYOUT_INTERLEAVED
+  c.mem_pitch = m.mem_pitch;
+#endif
+  core_reload(c);
+  return c;
+}
+
+GBX_FN u8& mem_at(const Core& c, u32 off) {
+#if GBX_LAYOUT_INTERLEAVED
+  return c.mem[(u64)off * c.mem_pitch];
+#else
+  return c.mem[off];
+#endif
+}
+
+GBX_FN i64 io_time(const Core& c) { return c.cycles - 3; }
+// Declares `name`, the core of Machine `machine`, for the rest of the scope.
+#define GBX_CORE_OF(name, machine) Core name = core_of(machine)
+#else
+typedef Machine Core;
+GBX_FN void core_reload(Core& c) { (void)c; }
+GBX_FN Machine& core_spill(Core& c) { return c; }
+#define GBX_CORE_OF(name, machine) Machine& name = (machine)
+#endif

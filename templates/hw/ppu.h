@@ -47,11 +47,11 @@ GBX_NOINLINE i64 ppu_mode3_end(Machine& b, i64 line) {
     u8 extra[10];
     u32 tiles = 0, found = 0;
     for (u32 i = 0; i < 40u && found < 10u; ++i) {
-      const u8* o = b.mem + GBX_MEM_OAM + 4u * i;
-      const i64 row = line + 16 - (i64)o[0];
+      const u32 o = GBX_MEM_OAM + 4u * i;
+      const i64 row = line + 16 - (i64)mem_at(b, o);
       if (row < 0 || row >= height) continue;
       ++found;
-      const i64 x = o[1];
+      const i64 x = mem_at(b, o + 1);
       if (x >= 168) continue;
       dots += 6;
       if (x == 0) dots += scx7;

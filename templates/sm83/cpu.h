@@ -32,26 +32,26 @@ GBX_FN u8 flags(u32 z, u32 n, u32 h, u32 c) {
   return (u8)((z ? FLAG_Z : 0) | (n ? FLAG_N : 0) | (h ? FLAG_H : 0) | (c ? FLAG_C : 0));
 }
 
-GBX_FN void idle(Machine& b) { b.cycles += 4; }
-GBX_FN u8 rd(Machine& b, u32 addr) {
+GBX_FN void idle(Core& b) { b.cycles += 4; }
+GBX_FN u8 rd(Core& b, u32 addr) {
   b.cycles += 4;
   return bus_read(b, addr & 0xFFFFu);
 }
-GBX_FN void wr(Machine& b, u32 addr, u8 v) {
+GBX_FN void wr(Core& b, u32 addr, u8 v) {
   b.cycles += 4;
   bus_write(b, addr & 0xFFFFu, v);
 }
-GBX_FN u8 fetch8(Cpu& cpu, Machine& b) { return rd(b, cpu.pc++); }
-GBX_FN u16 fetch16(Cpu& cpu, Machine& b) {
+GBX_FN u8 fetch8(Cpu& cpu, Core& b) { return rd(b, cpu.pc++); }
+GBX_FN u16 fetch16(Cpu& cpu, Core& b) {
   const u8 lo = fetch8(cpu, b);
   const u8 hi = fetch8(cpu, b);
   return (u16)(lo | (hi << 8));
 }
-GBX_FN void push16(Cpu& cpu, Machine& b, u16 v) {
+GBX_FN void push16(Cpu& cpu, Core& b, u16 v) {
   wr(b, --cpu.sp, (u8)(v >> 8));
   wr(b, --cpu.sp, (u8)v);
 }
-GBX_FN u16 pop16(Cpu& cpu, Machine& b) {
+GBX_FN u16 pop16(Cpu& cpu, Core& b) {
   const u8 lo = rd(b, cpu.sp++);
   const u8 hi = rd(b, cpu.sp++);
   return (u16)(lo | (hi << 8));

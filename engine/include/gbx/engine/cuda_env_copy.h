@@ -15,7 +15,7 @@
 
 namespace gbx {
 
-inline constexpr int kEnvCopyMaxRegions = 64;  // 64 * 40 + 40 bytes: under the 4 KiB limit
+inline constexpr int kEnvCopyMaxRegions = 64;  // 64 * 56 + 40 bytes: under the 4 KiB limit
 
 struct EnvCopyRegion {
   uint64_t dst = 0;         // device address of the array's env 0
@@ -23,6 +23,10 @@ struct EnvCopyRegion {
   uint64_t bytes = 0;       // bytes per env
   uint64_t dst_stride = 0;  // bytes between envs in dst (0: every env writes one slot)
   uint64_t src_stride = 0;  // bytes between envs in src (0: one slot shared by every env)
+  // Bytes between one env's consecutive bytes (0: contiguous). Nonzero for memory in the
+  // interleaved layout (gbx_abi.h GBX_MEM_PITCH): the copy then goes byte by byte.
+  uint64_t dst_pitch = 0;
+  uint64_t src_pitch = 0;
 };
 
 // The kernel's one parameter. Launch env i (0 <= i < envs) copies src env src_first + i to dst

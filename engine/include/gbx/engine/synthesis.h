@@ -10,6 +10,9 @@ namespace gbx {
 enum class Stage { EmulateOnly, RewardOnly, ObsOnly, FullStep };
 enum class Device { Cpu, Cuda };
 enum class MemoryModel { Dmg, Flat64k };
+// Per-env memory layout (gbx_abi.h GBX_MEM_PITCH): one env's bytes together, or byte-interleaved
+// across envs (coalesced on a GPU).
+enum class MemLayout { EnvMajor, Interleaved };
 enum class RunMode { Frames, Instructions };
 // What the obs stages write: obs_v0's 32 floats, or the screen.
 enum class ObsKind { Vec, Pixels };
@@ -36,7 +39,8 @@ struct SynthParams {
   bool has_user_exprs() const {
     return !reward_expr.empty() || !done_expr.empty() || !track.empty();
   }
-  bool rtc_lock = false;           // cartridge clocks (MBC3 RTC) never advance
+  bool rtc_lock = false;  // cartridge clocks (MBC3 RTC) never advance
+  MemLayout layout = MemLayout::EnvMajor;
 
   // Canonical "key=value;..." string used in hashes, metadata and comments.
   std::string canonical() const;
@@ -45,6 +49,7 @@ struct SynthParams {
 std::string_view to_string(Stage s);
 std::string_view to_string(Device d);
 std::string_view to_string(MemoryModel m);
+std::string_view to_string(MemLayout l);
 std::string_view to_string(RunMode r);
 std::string_view to_string(ObsKind k);
 std::string_view to_string(ObsFormat f);
@@ -53,6 +58,7 @@ std::optional<ObsKind> parse_obs_kind(std::string_view s);
 std::optional<ObsFormat> parse_obs_format(std::string_view s);
 std::optional<Device> parse_device(std::string_view s);
 std::optional<MemoryModel> parse_memory_model(std::string_view s);
+std::optional<MemLayout> parse_mem_layout(std::string_view s);
 std::optional<RunMode> parse_run_mode(std::string_view s);
 const std::vector<Stage>& all_stages();
 

@@ -54,8 +54,9 @@ struct BackendConfig {
   std::string reward_expr;
   std::string done_expr;
   std::vector<std::string> track;
-  bool rtc_lock = false;              // cartridge clocks never advance (synthesis parameter)
-  ObsKind obs = ObsKind::Vec;  // what the obs stages write (obs_v0 or the screen)
+  bool rtc_lock = false;                   // cartridge clocks never advance (synthesis parameter)
+  MemLayout layout = MemLayout::EnvMajor;  // per-env memory layout (synthesis parameter)
+  ObsKind obs = ObsKind::Vec;              // what the obs stages write (obs_v0 or the screen)
   ObsFormat obs_format = ObsFormat::Full;
   bool render = false;                 // draw the screen whatever the stage (screenshots)
   std::vector<uint16_t> gather_addrs;  // RAM gather: bytes the obs stages copy out per env
@@ -101,6 +102,7 @@ inline SynthParams synth_params_for(const BackendConfig& cfg, Device device, int
   p.done_expr = cfg.done_expr;
   p.track = cfg.track;
   p.rtc_lock = cfg.rtc_lock;
+  p.layout = cfg.layout;
   p.obs = cfg.obs;
   p.obs_format = cfg.obs_format;
   p.render = cfg.render;

@@ -33,12 +33,13 @@ struct BenchOptions {
   int frames_per_step = 1;
   int release_after_frames = -1;  // < 0: buttons are never released within a step
   Stage stage = Stage::FullStep;
-  int threads = 0;  // cpu / mgba: 0 = all cores
-  bool rtc_lock = false;  // cartridge clocks frozen (synthesis parameter)
+  int threads = 0;                         // cpu / mgba: 0 = all cores
+  bool rtc_lock = false;                   // cartridge clocks frozen (synthesis parameter)
+  MemLayout layout = MemLayout::EnvMajor;  // per-env memory layout (synthesis parameter)
   int64_t sync_every = 64;
   int device_index = 0;
   int block_size = 0;  // cuda threads per block; 0 = the backend's choice
-  std::string label;  // name of the sweep in reports; "" = backend, "-t<threads>" if given
+  std::string label;   // name of the sweep in reports; "" = backend, "-t<threads>" if given
   bool verbose = false;
   // Live progress (one line, replaced as it goes) and a note per finished env count.
   std::function<void(const std::string&)> progress;

@@ -77,6 +77,9 @@ class CudaBackend : public Backend {
   Status copy_reset_image(uint64_t mask);
   // probe_ gets env's element of every state array (one launch, one copy; not yet synced).
   Status gather_env(int env);
+  // env's memory slice to / from probe_ in either layout (enqueued, not synced).
+  Status download_env_mem(int env);
+  Status upload_env_mem(int env);
   // Launches the env copy kernel over `regions`, in launches of kEnvCopyMaxRegions.
   Status launch_copy(EnvCopyParams p, const std::vector<EnvCopyRegion>& regions);
   // One region per state array between two bound GbxStates (device addresses); src_shared
@@ -107,6 +110,7 @@ class CudaBackend : public Backend {
   int image_envs_ = 0;
   // One env in the one-env StateLayout: the device side of probe_ (gathers and loads).
   DeviceBuffer stage_soa_buf_;
+  DeviceBuffer stage_mem_buf_;  // layout interleaved: one env's memory, env-major
   GbxState stage_soa_{};
   std::shared_ptr<CudaLoadedKernel> copy_loaded_;
   LaunchShape shape_;

@@ -19,11 +19,24 @@ struct StateLayout {
   size_t soa_bytes = 0;     // all SoA arrays
   uint32_t mem_stride = 0;  // writable memory bytes per env
   size_t mem_bytes = 0;
+  MemLayout mem_layout = MemLayout::EnvMajor;
+  uint32_t mem_pitch = 0;  // interleaved: envs per byte row, padded (GBX_MEM_PITCH)
   // Points every GbxState array into `base` (host or device address).
   void bind(GbxState& s, uint64_t base) const;
+  // Where byte `off` of env's writable memory lives in the memory block (gbx_abi.h): the
+  // host's one copy of the kernel's mem_at().
+  size_t mem_offset(int env, uint32_t off) const {
+    return mem_layout == MemLayout::Interleaved ? (size_t)off * mem_pitch + (size_t)env
+                                                : (size_t)env * mem_stride + off;
+  }
+  // GbxParams::mem_stride for this layout.
+  uint32_t kernel_mem_stride() const {
+    return mem_layout == MemLayout::Interleaved ? mem_pitch : mem_stride;
+  }
 };
 
-StateLayout make_layout(int num_envs, MemoryModel mm, uint32_t cart_ram_size);
+StateLayout make_layout(int num_envs, MemoryModel mm, uint32_t cart_ram_size,
+                        MemLayout layout = MemLayout::EnvMajor);
 
 // Refuses env counts whose state would not fit in this machine's memory (one line naming
 // the bytes needed and the bytes available).
@@ -37,7 +50,7 @@ const std::vector<size_t>& state_field_sizes();
 class EnvState {
  public:
   EnvState() = default;
-  EnvState(int num_envs, MemoryModel mm, const Rom* rom);
+  EnvState(int num_envs, MemoryModel mm, const Rom* rom, MemLayout layout = MemLayout::EnvMajor);
   // soa_ points into block_: a copy would point into the original.
   EnvState(const EnvState&) = delete;
   EnvState& operator=(const EnvState&) = delete;
@@ -48,9 +61,16 @@ class EnvState {
   const StateLayout& layout() const { return layout_; }
   GbxState& soa() { return soa_; }
   const GbxState& soa() const { return soa_; }
+  // The whole memory block, in the layout's order (layout().mem_offset).
   uint8_t* mem() { return mem_.data(); }
-  uint8_t* mem(int env) { return mem_.data() + (size_t)env * layout_.mem_stride; }
-  const uint8_t* mem(int env) const { return mem_.data() + (size_t)env * layout_.mem_stride; }
+  const uint8_t* mem() const { return mem_.data(); }
+  // Byte `off` of env's writable memory (GBX_MEM_* offsets), in either layout.
+  uint8_t& mem_at(int env, uint32_t off) { return mem_[layout_.mem_offset(env, off)]; }
+  uint8_t mem_at(int env, uint32_t off) const { return mem_[layout_.mem_offset(env, off)]; }
+  // n bytes of env's writable memory from offset `off`, copied out / in.
+  void read_env_mem(int env, uint32_t off, uint8_t* dst, size_t n) const;
+  void write_env_mem(int env, uint32_t off, const uint8_t* src, size_t n);
+  std::vector<uint8_t> env_mem(int env) const;  // all layout().mem_stride bytes
   uint8_t* soa_block() { return block_.data(); }
   MemoryModel memory_model() const { return mm_; }
   const Rom* rom() const { return rom_; }
@@ -87,7 +107,7 @@ class EnvState {
   std::vector<uint8_t> screen(int env) const;
 
  private:
-  void write_boot_vram(uint8_t* vram) const;
+  void write_boot_vram(int env);
   void apply_battery(int env);
 
   StateLayout layout_;

@@ -52,7 +52,9 @@ struct VerifyOptions {
   ActionGen actions = ActionGen::Noop;
   uint64_t seed = 0;
   Stage stage = Stage::FullStep;
-  bool rtc_lock = false;  // cartridge clocks frozen (both kernel backends)
+  bool rtc_lock = false;                       // cartridge clocks frozen (both kernel backends)
+  MemLayout layout = MemLayout::EnvMajor;      // per-env memory layout of the reference
+  MemLayout dut_layout = MemLayout::EnvMajor;  // and of the DUT
   std::optional<FaultSpec> fault;
   std::filesystem::path out_dir = "artifacts";
   // For the bundle's repro.sh and metadata: the tool's absolute path, its arguments after

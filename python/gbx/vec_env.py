@@ -5,7 +5,6 @@ from typing import Any, Sequence
 
 import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
@@ -250,6 +249,7 @@ class VecEnv(gym.vector.VectorEnv):
 
     def close_extras(self, **kwargs):
         self._native = None
+        self._obs = None
 
     # -- GBX extras ----------------------------------------------------------------------
 

@@ -75,3 +75,14 @@ def test_record_video_bad_arguments(gbx, env, tmp_path, kw, msg):
     path = tmp_path / kw.pop("path", "x.mp4")
     with pytest.raises(ValueError, match=msg):
         gbx.record_video(env, path, **kw)
+
+
+def test_native_screen_and_output_errors(gbx):
+    e = gbx.VecEnv(ROM, num_envs=2, frames_per_step=1)
+    with pytest.raises(ValueError, match="does not render"):
+        e.backend.screen(0)
+    with pytest.raises(IndexError, match="out of range"):
+        e.backend.screen(2)
+    with pytest.raises(ValueError, match="no 'pixels' output"):
+        e.backend.output("pixels")
+    e.close()

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """REINFORCE on the ARROWS micro-game, from pixels, in numpy only.
 
-    python examples/train_reinforce.py                 # ~1-2 minutes on 2 cores
-    python examples/train_reinforce.py --updates 300 --envs 128
+    python examples/train_reinforce.py                 # 100 updates of 32 envs x 16 steps
+    python examples/train_reinforce.py --updates 30    # what tests/python/test_learning.py runs
 
 The game (builtin:ARROWS, README "The ARROWS game") shows one of four big arrows; pressing the
 matching direction scores a point (a u16 at 0xC000). The reward is the score's increase,
@@ -150,8 +150,8 @@ def train(args) -> dict:
 
 def parse(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--envs", type=int, default=64)
-    ap.add_argument("--updates", type=int, default=150)
+    ap.add_argument("--envs", type=int, default=32)
+    ap.add_argument("--updates", type=int, default=100)
     ap.add_argument("--rollout", type=int, default=16, help="steps per env per update")
     ap.add_argument("--episode-steps", type=int, default=64)
     ap.add_argument("--lr", type=float, default=0.05)

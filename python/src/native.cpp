@@ -18,6 +18,7 @@
 #include "gbx/runtime/cpu_backend.h"
 #include "gbx/runtime/env_state.h"
 #include "gbx/runtime/rom.h"
+#include "gbx/runtime/save_state.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -230,6 +231,7 @@ class Native {
   int num_envs() const { return n_; }
   int frames_per_step() const { return frames_per_step_; }
   int obs_dim() const { return kObsDim; }
+  gbx::Backend& backend() { return *backend_; }  // for the module functions below
 
  private:
   static constexpr int kObsDim = 32;
@@ -267,6 +269,61 @@ class Native {
   std::vector<uint8_t> done_;
   gbx::Status pending_ = gbx::ok_status();
 };
+
+// ---- gbx.pyboy_compat (PyBoy state import) -------------------------------------------------
+// Only what the importer cannot do in Python: the DMG post-boot state of a ROM as a GBX save
+// state (the baseline whose fields the importer overwrites), the ROM bytes behind a spec, the
+// per-env memory offsets, and loading a blob into one env.
+namespace pyboy_compat {
+
+gbx::Rom rom_of(const std::string& spec, nb::bytes bytes) {
+  if (bytes.size() == 0) return unwrap(gbx::load_rom(spec));
+  const auto* p = static_cast<const uint8_t*>(bytes.data());
+  return unwrap(gbx::rom_from_bytes(spec.empty() ? "bytes" : spec,
+                                    std::vector<uint8_t>(p, p + bytes.size())));
+}
+
+nb::bytes post_boot_state(const std::string& spec, nb::bytes rom_bytes) {
+  const gbx::Rom rom = rom_of(spec, rom_bytes);
+  gbx::EnvState state(1, gbx::MemoryModel::Dmg, &rom);
+  state.reset_dmg();
+  const std::vector<uint8_t> blob = gbx::encode_env_state(state, 0);
+  return nb::bytes(reinterpret_cast<const char*>(blob.data()), blob.size());
+}
+
+nb::bytes rom_bytes(const std::string& spec) {
+  const gbx::Rom rom = unwrap(gbx::load_rom(spec));
+  return nb::bytes(reinterpret_cast<const char*>(rom.bytes.data()), rom.bytes.size());
+}
+
+void load_state(Native& n, int env, nb::bytes blob) {
+  const auto* p = static_cast<const uint8_t*>(blob.data());
+  check(n.backend().load_state(env, std::vector<uint8_t>(p, p + blob.size())));
+}
+
+nb::bytes save_state(Native& n, int env) {
+  const std::vector<uint8_t> blob = unwrap(n.backend().save_state(env));
+  return nb::bytes(reinterpret_cast<const char*>(blob.data()), blob.size());
+}
+
+void register_functions(nb::module_& m) {
+  m.def("post_boot_state", &post_boot_state, "rom"_a, "rom_bytes"_a = nb::bytes(""),
+        "The DMG post-boot state of `rom` as a GBX save-state blob (no kernel is compiled).");
+  m.def("rom_bytes", &rom_bytes, "rom"_a, "The bytes of a ROM spec (path or builtin:NAME).");
+  m.def("pyboy_load_state", &load_state, "backend"_a, "env"_a, "blob"_a,
+        "Loads a GBX save-state blob into one env of a backend.");
+  m.def("pyboy_save_state", &save_state, "backend"_a, "env"_a,
+        "One env's GBX save-state blob (the importer's tests compare raw memory with it).");
+  m.attr("MEM_VRAM") = GBX_MEM_VRAM;
+  m.attr("MEM_WRAM") = GBX_MEM_WRAM;
+  m.attr("MEM_OAM") = GBX_MEM_OAM;
+  m.attr("MEM_IO") = GBX_MEM_IO;
+  m.attr("MEM_CART_RAM") = GBX_MEM_CART_RAM;
+  m.attr("SAVE_STATE_VERSION") = gbx::kSaveStateVersion;
+}
+
+}  // namespace pyboy_compat
+// ---- end gbx.pyboy_compat -------------------------------------------------------------------
 
 }  // namespace
 
@@ -307,4 +364,5 @@ NB_MODULE(_native, m) {
       .def_prop_ro("num_envs", &Native::num_envs)
       .def_prop_ro("frames_per_step", &Native::frames_per_step)
       .def_prop_ro("obs_dim", &Native::obs_dim);
+  pyboy_compat::register_functions(m);
 }

@@ -70,3 +70,20 @@ class Backend:
     def frames_per_step(self) -> int: ...
     @property
     def obs_dim(self) -> int: ...
+
+# -- gbx.pyboy_compat's native helpers -------------------------------------------------------
+MEM_VRAM: int
+MEM_WRAM: int
+MEM_OAM: int
+MEM_IO: int
+MEM_CART_RAM: int
+SAVE_STATE_VERSION: int
+
+def post_boot_state(rom: str, rom_bytes: bytes = b"") -> bytes:
+    """The DMG post-boot state of `rom` as a GBX save-state blob (no kernel is compiled)."""
+def rom_bytes(rom: str) -> bytes:
+    """The bytes of a ROM spec (path or builtin:NAME)."""
+def pyboy_load_state(backend: Backend, env: int, blob: bytes) -> None:
+    """Loads a GBX save-state blob into one env of a backend."""
+def pyboy_save_state(backend: Backend, env: int) -> bytes:
+    """One env's GBX save-state blob."""

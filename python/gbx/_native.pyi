@@ -83,7 +83,3 @@ def post_boot_state(rom: str, rom_bytes: bytes = b"") -> bytes:
     """The DMG post-boot state of `rom` as a GBX save-state blob (no kernel is compiled)."""
 def rom_bytes(rom: str) -> bytes:
     """The bytes of a ROM spec (path or builtin:NAME)."""
-def pyboy_load_state(backend: Backend, env: int, blob: bytes) -> None:
-    """Loads a GBX save-state blob into one env of a backend."""
-def pyboy_save_state(backend: Backend, env: int) -> bytes:
-    """One env's GBX save-state blob."""

@@ -470,10 +470,7 @@ def import_state(state: bytes | str | os.PathLike, rom: str | bytes | os.PathLik
 
 def load_into(env, index: int, blob: bytes) -> None:
     """Loads a GBX save-state blob into env ``index`` of a :class:`gbx.VecEnv`."""
-    if hasattr(env, "load_state"):
-        env.load_state(index, blob)
-    else:
-        _native.pyboy_load_state(env.backend, int(index), bytes(blob))
+    env.load_state(index, blob)
 
 
 def rom_sha256(rom: str | bytes | os.PathLike) -> str:
@@ -555,7 +552,7 @@ def compare_with_pyboy(rom: str | bytes | os.PathLike, import_frame: int = 120, 
         env = VecEnv(rom_b, num_envs=1, frames_per_step=1, release_after_frames=1)
         env.reset(seed=0)
         load_into(env, 0, blob)
-        save = lambda: bytes(_native.pyboy_save_state(env.backend, 0))  # noqa: E731
+        save = lambda: bytes(env.save_state(0))  # noqa: E731
         result = {
             "rom": name,
             "import_frame": import_frame,

@@ -50,7 +50,7 @@ def test_fixture_imports_with_pyboys_registers_and_memory(gbx, pc, fixture_state
     st = env.cpu_state(1)
     for reg, value in expected["regs"].items():
         assert st[reg] == value, reg
-    raw = pc.gbx_snapshot(bytes(gbx._native.pyboy_save_state(env.backend, 1)))
+    raw = pc.gbx_snapshot(bytes(env.save_state(1)))
     for region, digest in expected["mem_sha256"].items():
         assert hashlib.sha256(raw["mem"][region]).hexdigest() == digest, region
     # I/O as the CPU reads it there: DIV, TIMA/TMA/TAC, IF, LCDC, STAT (mode, LYC flag), LY,
@@ -68,7 +68,7 @@ def test_fixture_imports_with_pyboys_registers_and_memory(gbx, pc, fixture_state
 def test_blob_round_trips_through_gbx(gbx, pc, fixture_state, expected):
     blob = pc.import_state(fixture_state, expected["rom"])
     env = loaded_env(gbx, pc, expected["rom"], blob)
-    assert bytes(gbx._native.pyboy_save_state(env.backend, 1)) == blob
+    assert bytes(env.save_state(1)) == blob
     env.close()
 
 

@@ -93,3 +93,16 @@ class Backend:
         """0 blobs: power-on; 1: every env; num_envs: one each."""
     def read_memory_all(self, lo: int, hi: int) -> npt.NDArray[np.uint8]:
         """uint8[num_envs, hi - lo], every env's bus view in one call (a fresh array)."""
+
+# -- gbx.pyboy_compat's native helpers -------------------------------------------------------
+MEM_VRAM: int
+MEM_WRAM: int
+MEM_OAM: int
+MEM_IO: int
+MEM_CART_RAM: int
+SAVE_STATE_VERSION: int
+
+def post_boot_state(rom: str, rom_bytes: bytes = b"") -> bytes:
+    """The DMG post-boot state of `rom` as a GBX save-state blob (no kernel is compiled)."""
+def rom_bytes(rom: str) -> bytes:
+    """The bytes of a ROM spec (path or builtin:NAME)."""

@@ -340,4 +340,5 @@ TEST_CASE("bench-stages: @tN variants and actions") {
   CHECK(r.exit_code == 0);
   CHECK(r.output.find("emulate_only@t2") != std::string::npos);
   CHECK(r.output.find("actions none") != std::string::npos);
+  CHECK(r.output.find("frames/cpu-s") != std::string::npos);
 }

@@ -128,10 +128,11 @@ int cmd_bench_stages(StagesCli& c) {
       "interleaved\n",
       c.o.rom.c_str(), c.o.backend.c_str(), c.o.envs, c.o.frames_per_step, c.o.actions.c_str(),
       c.o.rounds, c.o.steps_per_round);
-  std::printf("%-28s %14s %10s %12s\n", "variant", "frames/s", "seconds", "vs first");
+  std::printf("%-28s %14s %10s %12s %10s %14s\n", "variant", "frames/s", "seconds", "vs first",
+              "cpu s", "frames/cpu-s");
   for (const auto& r : res.value())
-    std::printf("%-28s %14.0f %10.3f %11.3fx\n", r.label.c_str(), r.frames_per_sec, r.seconds,
-                r.ratio_to_first);
+    std::printf("%-28s %14.0f %10.3f %11.3fx %10.3f %14.0f\n", r.label.c_str(), r.frames_per_sec,
+                r.seconds, r.ratio_to_first, r.cpu_seconds, r.frames_per_cpu_second);
   return 0;
 }
 

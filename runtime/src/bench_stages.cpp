@@ -1,5 +1,7 @@
 #include "gbx/runtime/bench_stages.h"
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <memory>
 #include <sstream>
@@ -8,6 +10,16 @@
 #include "gbx/runtime/rom.h"
 
 namespace gbx {
+namespace {
+
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return (double)u.ru_utime.tv_sec + (double)u.ru_stime.tv_sec +
+         1e-6 * (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+}  // namespace
 
 Result<StageVariant> parse_stage_variant(const std::string& text) {
   auto bad = [&](const std::string& why) -> Error {
@@ -91,14 +103,19 @@ Result<std::vector<VariantResult>> run_interleaved_bench(const InterleavedBenchO
   for (int round = 0; round < o.rounds; ++round) {
     for (size_t k = 0; k < backends.size(); ++k) {
       const auto t0 = Clock::now();
+      const double c0 = process_cpu_seconds();
       for (int i = 0; i < o.steps_per_round; ++i)
         if (auto st = step(k); !st) return st.take_error();
       if (auto st = backends[k]->sync(); !st) return st.take_error();
       out[k].seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+      out[k].cpu_seconds += process_cpu_seconds() - c0;
       out[k].env_frames += (long long)o.steps_per_round * o.frames_per_step * o.envs;
     }
   }
-  for (auto& r : out) r.frames_per_sec = (double)r.env_frames / r.seconds;
+  for (auto& r : out) {
+    r.frames_per_sec = (double)r.env_frames / r.seconds;
+    r.frames_per_cpu_second = r.cpu_seconds > 0 ? (double)r.env_frames / r.cpu_seconds : 0;
+  }
   for (auto& r : out) r.ratio_to_first = r.frames_per_sec / out[0].frames_per_sec;
   return out;
 }

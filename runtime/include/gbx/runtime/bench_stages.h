@@ -43,6 +43,11 @@ struct VariantResult {
   long long env_frames = 0;
   double frames_per_sec = 0;
   double ratio_to_first = 0;  // frames/s over the first variant's
+  // Process CPU time (all threads, user + system) spent in this variant's timed steps, and
+  // frames per CPU second: what threads cost in spinning and waiting, which wall time on a
+  // shared machine cannot show.
+  double cpu_seconds = 0;
+  double frames_per_cpu_second = 0;
 };
 
 Result<std::vector<VariantResult>> run_interleaved_bench(const InterleavedBenchOptions& o);

@@ -24,8 +24,11 @@ bool rom_built() {
   if (GBX_TEST_HAVE_SDCC && fs::exists(kRom)) return true;
   static bool said = false;
   if (!said)
-    std::printf("[skipped] sdcc not found at configure time (apt install sdcc): %s is not built\n",
-                kRom.string().c_str());
+    std::printf("[skipped] %s\n",
+                GBX_TEST_HAVE_SDCC
+                    ? (kRom.string() + " is missing (build target gbx_c_roms)").c_str()
+                    : "sdcc was not found at configure time (apt install sdcc): the CPU-heavy "
+                      "ROM is not built");
   said = true;
   return false;
 }

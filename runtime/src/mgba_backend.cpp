@@ -3,6 +3,7 @@
 #include "gbx/engine/cache.h"
 #include "gbx/runtime/env_state.h"
 #include "gbx/runtime/save_state.h"
+#include "gbx/runtime/worker_pool.h"
 
 // clang-format off
 // mGBA's struct layouts depend on its build flags: flags.h must come before any other mGBA
@@ -296,73 +297,6 @@ uint8_t tap_write_sc(struct GBSIODriver* driver, uint8_t value) {
 void deadline_reached(struct mTiming*, void* context, uint32_t) {
   static_cast<struct GB*>(context)->earlyExit = true;
 }
-
-// A fixed set of workers; run() hands out indices one at a time (envs differ in cost:
-// halted ones are cheap) and returns when all are done. The calling thread works too.
-class WorkerPool {
- public:
-  explicit WorkerPool(int threads) {
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
-  }
-  ~WorkerPool() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    for (std::thread& t : workers_) t.join();
-  }
-
-  void run(int n, const std::function<void(int)>& fn) {
-    if (workers_.empty() || n <= 1) {
-      for (int i = 0; i < n; ++i) fn(i);
-      return;
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      fn_ = &fn;
-      n_ = n;
-      next_.store(0);
-      busy_ = static_cast<int>(workers_.size());
-      ++generation_;
-    }
-    wake_.notify_all();
-    drain();
-    std::unique_lock<std::mutex> lock(mu_);
-    done_.wait(lock, [this] { return busy_ == 0; });
-    fn_ = nullptr;
-  }
-
- private:
-  void drain() {
-    for (int i = next_.fetch_add(1); i < n_; i = next_.fetch_add(1)) (*fn_)(i);
-  }
-
-  void work() {
-    uint64_t seen = 0;
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
-      }
-      drain();
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--busy_ == 0) done_.notify_one();
-    }
-  }
-
-  std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::condition_variable wake_, done_;
-  const std::function<void(int)>* fn_ = nullptr;
-  int n_ = 0;
-  std::atomic<int> next_{0};
-  int busy_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
-};
 
 }  // namespace
 
@@ -729,7 +663,7 @@ Status MgbaBackend::step(const std::vector<int32_t>& actions) {
                                             " actions for " + std::to_string(n) + " envs");
   const int frames = impl_->cfg.frames_per_step;
   const bool epilog = impl_->cfg.stage != Stage::EmulateOnly;
-  impl_->pool->run(n, [&](int i) {
+  auto step_env = [&](int i) {
     MgbaEnv& e = *impl_->envs[i];
     const int32_t action = actions.empty() ? 0 : actions[i];
     const int release = impl_->cfg.release_after_frames;
@@ -739,7 +673,13 @@ Status MgbaBackend::step(const std::vector<int32_t>& actions) {
       e.run_frame();
     }
     if (epilog) impl_->run_epilog(i);
-  });
+  };
+  // Chunks of one env: cores differ in cost (halted ones are cheap).
+  impl_->pool->run(
+      n, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) step_env((int)i);
+      },
+      1);
   return ok_status();
 }
 

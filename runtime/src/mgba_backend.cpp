@@ -113,6 +113,16 @@ enum class Unit { Instruction, Dispatch, HaltSlice, Trap };
 
 struct MgbaEnv;
 
+constexpr size_t kVideoStride = 256;  // mGBA's widest GB picture (SGB border), in pixels
+
+// Shade (0-3) of one of mGBA's DMG output colours (its default palette is four greys).
+uint8_t shade_of_color(color_t c) {
+  const unsigned grey = ((c & 0xFF) + ((c >> 8) & 0xFF) + ((c >> 16) & 0xFF)) / 3;
+  return grey >= 0xD5 ? 0 : grey >= 0x80 ? 1 : grey >= 0x2B ? 2 : 3;
+}
+
+void frame_ended(void* context);
+
 // A link-port "driver" that only listens: mGBA tells drivers about every SB/SC write and
 // schedules the transfer itself either way, so attaching it changes no timing.
 struct SerialTap {
@@ -138,6 +148,15 @@ struct MgbaEnv {
   uint16_t trap_pc = 0;
   uint8_t trap_opcode = 0;
   MgbaStepKind last_kind = MgbaStepKind::Instruction;
+
+  // With BackendConfig::render: mGBA's software renderer draws into `video` (one row of
+  // kVideoStride pixels per line, written as lines are drawn); at each frame end (VBlank
+  // start, mGBA's videoFrameEnded) the frame is copied to `screen` as shades, so `screen` is
+  // the last complete frame as GBX's front buffer is.
+  std::vector<color_t> video;
+  std::vector<uint8_t> screen;
+  bool screen_blank = false;  // `screen` cleared for an LCD that is off
+  struct mCoreCallbacks frame_callbacks {};
 
   MgbaEnv() = default;
   MgbaEnv(const MgbaEnv&) = delete;
@@ -249,6 +268,13 @@ struct MgbaEnv {
       if (kind == Unit::Instruction) ++instr;
       flush_events();
     }
+    // The LCD off blanks the screen (Pan Docs "LCDC.7"), and GBX's front buffer with it;
+    // mGBA's buffer keeps the last frame, so the adapter blanks its copy, until the next
+    // frame mGBA finishes.
+    if (!screen.empty() && !screen_blank && !(gb->memory.io[GB_REG_LCDC] & 0x80)) {
+      std::fill(screen.begin(), screen.end(), 0);
+      screen_blank = true;
+    }
     account();
     return kind;
   }
@@ -312,6 +338,16 @@ struct MgbaSnapshot {
   uint8_t sio_pending_sb = 0, sio_scheduled = 0;
 };
 
+namespace {
+void frame_ended(void* context) {
+  MgbaEnv& e = *static_cast<MgbaEnv*>(context);
+  for (int y = 0; y < GBX_SCREEN_H; ++y)
+    for (int x = 0; x < GBX_SCREEN_W; ++x)
+      e.screen[(size_t)y * GBX_SCREEN_W + x] = shade_of_color(e.video[y * kVideoStride + x]);
+  e.screen_blank = false;
+}
+}  // namespace
+
 struct MgbaBackend::Impl {
   BackendConfig cfg;
   std::vector<uint8_t> rom;  // shared by every core: mGBA maps a const-memory VFile in place
@@ -342,6 +378,8 @@ struct MgbaBackend::Impl {
 
   Status reset_env(MgbaEnv& e) {
     e.core->reset(e.core);
+    std::fill(e.screen.begin(), e.screen.end(), 0);  // as the kernels' framebuffer at reset
+    e.screen_blank = false;
     if (e.gb->model != GB_MODEL_DMG)
       return make_error(
           ErrorKind::Runtime,
@@ -514,6 +552,15 @@ struct MgbaBackend::Impl {
     e->tap.driver.writeSB = tap_write_sb;
     e->tap.driver.writeSC = tap_write_sc;
     e->tap.env = e.get();
+    if (cfg.render) {
+      // Before the reset: mGBA attaches its software renderer only to a core with a buffer.
+      e->video.assign(kVideoStride * 224, 0);
+      e->screen.assign((size_t)GBX_SCREEN_W * GBX_SCREEN_H, 0);
+      e->core->setVideoBuffer(e->core, e->video.data(), kVideoStride);
+      e->frame_callbacks.context = e.get();
+      e->frame_callbacks.videoFrameEnded = frame_ended;
+      e->core->addCoreCallbacks(e->core, &e->frame_callbacks);
+    }
     e->deadline.context = e->gb;
     e->deadline.callback = deadline_reached;
     e->deadline.name = "GBX frame deadline";
@@ -707,6 +754,14 @@ Result<CpuState> MgbaBackend::get_cpu_state(int env) {
   s.trap_pc = e.trap_pc;
   s.trap_opcode = e.trap_opcode;
   return s;
+}
+
+Result<std::vector<uint8_t>> MgbaBackend::read_screen(int env) {
+  if (Status st = impl_->check_env(env); !st) return st.take_error();
+  if (!impl_->cfg.render)
+    return make_error(ErrorKind::Usage,
+                      "the mgba backend draws only when created with render (BackendConfig)");
+  return impl_->envs[env]->screen;
 }
 
 Result<std::vector<uint8_t>> MgbaBackend::read_memory(int env, uint32_t lo, uint32_t hi) {

@@ -300,6 +300,9 @@ class Native {
   nb::ndarray<nb::numpy, uint8_t, nb::ndim<2>> screen(int env) {
     check_index(env);
     auto v = unwrap(backend_->read_screen(env));
+    if (v.size() != 144 * 160)
+      throw std::runtime_error("the " + backend_->name() + " backend returned a screen of " +
+                               std::to_string(v.size()) + " bytes, not 144x160");
     return to_array<uint8_t>(v.data(), {144, 160});
   }
 

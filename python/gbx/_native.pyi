@@ -70,3 +70,17 @@ class Backend:
     def frames_per_step(self) -> int: ...
     @property
     def obs_dim(self) -> int: ...
+    # ---- cuda backend arrays (fcuda2; python/gbx/cuda_arrays.py wraps these) ----
+    def cuda_outputs(self) -> list[tuple[str, int, tuple[int, ...], str]]:
+        """(section name, device address, shape, dtype "f32"|"u8") of every output section."""
+    def cuda_view(self, name: str) -> object:
+        """One output section as a DLPack view of device memory (no stream ordering)."""
+    @property
+    def cuda_device(self) -> int: ...
+    @property
+    def cuda_stream(self) -> int:
+        """The CUstream every step runs on, as an int."""
+    def cuda_stream_wait(self, consumer: int) -> None:
+        """The consumer stream (0 = legacy default) waits on the device for the backend's work."""
+    def registers(self) -> dict[str, npt.NDArray]:
+        """Registers and counters of every env, one array each (cuda: one bulk copy)."""

@@ -97,7 +97,7 @@ class Backend:
     def cuda_outputs(self) -> list[tuple[str, int, tuple[int, ...], str]]:
         """(section name, device address, shape, dtype "f32"|"u8") of every output section."""
     def cuda_view(self, name: str) -> object:
-        """One output section as a DLPack view of device memory (no stream ordering)."""
+        """One output section as a DLPack capsule of device memory (no stream ordering)."""
     @property
     def cuda_device(self) -> int: ...
     @property

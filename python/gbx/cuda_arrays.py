@@ -56,9 +56,7 @@ class CudaArray:
             raise BufferError("CudaArray.__dlpack__: the per-thread default stream is not supported")
         elif stream != -1:
             self._native.cuda_stream_wait(int(stream))
-        return self._view().__dlpack__()
-
-    def _view(self):
+        # nanobind hands a framework-less device array over as the DLPack capsule itself.
         return self._native.cuda_view(self.name)
 
     def __repr__(self) -> str:

@@ -460,7 +460,7 @@ class Native {
     }
     return out;
   }
-  // One section as a DLPack-capable view of device memory; the caller orders streams first.
+  // One section as a DLPack capsule ("dltensor", kDLCUDA); the caller orders streams first.
   nb::ndarray<> cuda_view(const std::string& name) {
     const gbx::OutputBlock b = cuda()->device_outputs();
     const gbx::OutputSection* sec = b.find(name);

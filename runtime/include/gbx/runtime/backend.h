@@ -144,6 +144,17 @@ class Backend {
   virtual Status step(const std::vector<int32_t>& actions) = 0;
   virtual Status sync() = 0;
   virtual Result<CpuState> get_cpu_state(int env) = 0;
+  // Every env's registers and counters (cuda: one transfer for all envs; verify keeps the
+  // per-env get_cpu_state).
+  virtual Result<std::vector<CpuState>> cpu_states() {
+    std::vector<CpuState> out;
+    for (int e = 0; e < num_envs(); ++e) {
+      auto s = get_cpu_state(e);
+      if (!s) return s.take_error();
+      out.push_back(*s);
+    }
+    return out;
+  }
   // Bytes [lo, hi) of env's bus view (hi exclusive, <= 0x10000).
   virtual Result<std::vector<uint8_t>> read_memory(int env, uint32_t lo, uint32_t hi) = 0;
   // The same range with cartridge RAM as the env holds it (current bank) even while the

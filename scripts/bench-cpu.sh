@@ -17,7 +17,7 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
   command -v ninja >/dev/null && gen=(-G Ninja)
   cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 fi
-cmake --build "$build" --target gbx-run -j "$(nproc)"
+cmake --build "$build" --target gbx-run gbx-synth -j "$(nproc)"
 gbx="$build/tools/gbx-run"
 
 out="$root/artifacts/bench-cpu/$(date -u +%Y%m%dT%H%M%SZ)"
@@ -26,6 +26,10 @@ common=(--rom builtin:ALU_LOOP --envs "$envs" --seconds "$secs" --frames-per-ste
         --stage full_step)
 "$gbx" bench --backend cpu --threads 1 "${common[@]}" --json "$out/cpu-t1.json"
 "$gbx" bench --backend cpu --threads 2 "${common[@]}" --json "$out/cpu-t2.json"
+# The ROM-specialized kernel (README "ROM-specialized kernels"): profile, then the same sweep.
+"$build/tools/gbx-synth" profile --rom builtin:ALU_LOOP --frames 120 --out "$out/profile.json"
+"$gbx" bench --backend cpu --threads 1 --specialize "profile:$out/profile.json" \
+  --label cpu-spec-t1 "${common[@]}" --json "$out/cpu-spec-t1.json"
 "$gbx" bench --backend mgba "${common[@]}" --json "$out/mgba.json"
 echo
-"$gbx" report "$out/cpu-t1.json" "$out/cpu-t2.json" "$out/mgba.json" --baseline mgba --out "$out"
+"$gbx" report "$out/cpu-t1.json" "$out/cpu-spec-t1.json" "$out/cpu-t2.json" "$out/mgba.json" --baseline mgba --out "$out"

@@ -1,4 +1,5 @@
 #include "gbx/runtime/bench.h"
+#include "gbx/runtime/specialize.h"
 
 #include <sys/wait.h>
 
@@ -145,6 +146,8 @@ Result<json> run_bench(const BenchOptions& o) {
     cfg.device_index = o.device_index;
     cfg.block_size = o.block_size;
     cfg.verbose = o.verbose;
+    if (auto st = apply_specialize_option(o.specialize, rom.value(), cfg); !st)
+      return st.take_error();
     BenchResult r;
     r.num_envs = n;
     r.stage = stage;

@@ -1,4 +1,5 @@
 #include "gbx/runtime/verify.h"
+#include "gbx/runtime/specialize.h"
 
 #include <unistd.h>
 
@@ -111,6 +112,7 @@ class Verifier {
     auto ref = make_backend(o_.ref, rom_, cfg);
     if (!ref) return ref.take_error();
     ref_ = std::move(ref.value());
+    if (auto st = apply_specialize_option(o_.dut_specialize, rom_, cfg); !st) return st;
     auto dut = make_backend(o_.dut, rom_, cfg);
     if (!dut) return dut.take_error();
     dut_ = std::move(dut.value());

@@ -40,6 +40,7 @@ struct BenchOptions {
   int block_size = 0;  // cuda threads per block; 0 = the backend's choice
   std::string label;  // name of the sweep in reports; "" = backend, "-t<threads>" if given
   bool verbose = false;
+  std::string specialize = "off";  // off | profile:FILE | auto[:N] (gbx/runtime/specialize.h)
   // Live progress (one line, replaced as it goes) and a note per finished env count.
   std::function<void(const std::string&)> progress;
   std::function<void(const std::string&)> done;

@@ -22,6 +22,18 @@ _native.set_template_root(str(TEMPLATE_DIR))
 from ._native import CompileError, NoDeviceError  # noqa: E402
 from .actions import CODECS  # noqa: E402
 from .vec_env import VecEnv  # noqa: E402
+from . import ramsearch  # noqa: E402
+from .ramsearch import RamSearch  # noqa: E402
+from .video import record_video  # noqa: E402
 
-__all__ = ["VecEnv", "CompileError", "NoDeviceError", "CODECS", "TEMPLATE_DIR"]
+__all__ = [
+    "VecEnv",
+    "CompileError",
+    "NoDeviceError",
+    "CODECS",
+    "TEMPLATE_DIR",
+    "RamSearch",
+    "ramsearch",
+    "record_video",
+]
 __version__ = "0.1.0"

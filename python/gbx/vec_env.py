@@ -11,8 +11,10 @@ from gymnasium.vector.utils import batch_space
 
 from . import _native
 from .actions import encode, get_codec
+from .observations import OBS_V0_DIM, ObsAssembler, parse_obs  # noqa: F401 (OBS_V0_DIM: API)
 
-OBS_V0_DIM = 32
+# Greys for shades 0..3 (runtime/include/gbx/runtime/screen_image.h kShadeGrey), as RGB.
+_SHADE_RGB = np.array([[0xFF] * 3, [0xAA] * 3, [0x55] * 3, [0x00] * 3], dtype=np.uint8)
 
 
 def _parse_device(device: str) -> tuple[str, int]:
@@ -29,26 +31,6 @@ def _parse_device(device: str) -> tuple[str, int]:
     raise ValueError(f"unknown device {device!r} (cpu, cuda, cuda:N or mgba)")
 
 
-def _parse_obs(obs) -> tuple[str, ...]:
-    """obs="vec" or a dict spec {"vec": True, ...}; returns the observation keys."""
-    if obs == "vec":
-        return ("vec",)
-    if isinstance(obs, dict):
-        keys = tuple(k for k, v in obs.items() if v)
-        for k in keys:
-            if k in ("pixels", "ram"):
-                raise NotImplementedError(
-                    f"obs {k!r} needs kernel outputs that are not in this build yet "
-                    "(pixels and RAM gathers come with the PPU renderer, issue [D]); use obs='vec'"
-                )
-            if k != "vec":
-                raise ValueError(f"unknown observation {k!r} (vec, pixels, ram)")
-        if not keys:
-            raise ValueError("obs spec selects no observation")
-        return keys
-    raise ValueError(f"obs must be 'vec' or a dict spec, got {obs!r}")
-
-
 class VecEnv(gym.vector.VectorEnv):
     """``num_envs`` Game Boys running ``rom``, stepped together by one synthesized kernel.
 
@@ -61,7 +43,9 @@ class VecEnv(gym.vector.VectorEnv):
     - ``release_after_frames``: a step's buttons are pressed for its first N frames, then
       released (N >= ``frames_per_step``: held for the whole step).
     - ``actions``: action codec, see :mod:`gbx.actions` (pokemon8, buttons8, multibinary).
-    - ``obs``: ``"vec"`` (obs_v0: 32 float32 in [0, 1], design section 2) or a dict spec.
+    - ``obs``: ``"vec"`` (obs_v0: 32 float32 in [0, 1], design section 2), ``"pixels"`` or
+      a dict spec ``{"pixels": "full"|"half"|"packed", "ram": [addr, ...], "vec": True}``,
+      see :mod:`gbx.observations`. ``frame_stack=k`` stacks the last k observations.
     - ``reward`` / ``done`` / ``track``: C++ expressions compiled into the kernel, see
       :mod:`gbx.expressions`. Without ``reward`` the stage's reward_v0 is returned; without
       ``done`` episodes end only by ``max_episode_frames``.
@@ -72,8 +56,10 @@ class VecEnv(gym.vector.VectorEnv):
     - ``sticky_actions``: probability that an env repeats its previous action for a step
       instead of taking the new one (ALE's repeat_action_probability, per step).
     - ``copy``: False (default) returns observations and rewards as views of the backend's
-      own buffers (cpu device), overwritten by the next ``step``/``reset``; True returns
-      fresh arrays.
+      own buffers (cpu device; a host copy of the device's block otherwise), overwritten by
+      the next ``step``/``reset``/``load_state``; True returns fresh arrays.
+    - ``render_mode``: ``"rgb_array"`` makes the kernel draw the screen every frame, so
+      ``render()`` returns env 0's screen (uint8[144, 160, 3]).
 
     Autoreset is Gymnasium's NEXT_STEP: the ``step`` after an env's episode ended resets that
     env (its action is ignored) and returns its first observation with reward 0 and
@@ -102,6 +88,7 @@ class VecEnv(gym.vector.VectorEnv):
         threads: int = 0,
         copy: bool = False,
         render_mode: str | None = None,
+        frame_stack: int = 1,
     ):
         if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool):
             raise ValueError(f"num_envs must be an int, got {type(num_envs).__name__}")
@@ -126,7 +113,7 @@ class VecEnv(gym.vector.VectorEnv):
             if expr is not None and (not isinstance(expr, str) or not expr.strip()):
                 raise ValueError(f"{name} must be a non-empty C++ expression string or None")
         self._codec = get_codec(actions)
-        self._obs_keys = _parse_obs(obs)
+        self._obs_spec = parse_obs(obs, frame_stack)
         backend, index = _parse_device(device)
         rom_spec, rom_bytes = (rom, b"") if isinstance(rom, str) else ("bytes", bytes(rom))
         self._native = _native.Backend(
@@ -141,6 +128,10 @@ class VecEnv(gym.vector.VectorEnv):
             reward=reward or "",
             done=done or "",
             track=track,
+            obs=self._obs_spec.kernel_obs,
+            obs_format=self._obs_spec.pixels or "full",
+            gather=list(self._obs_spec.ram),
+            render=render_mode == "rgb_array",
         )
         self.num_envs = int(num_envs)
         self.device = device
@@ -153,11 +144,9 @@ class VecEnv(gym.vector.VectorEnv):
         self.render_mode = render_mode
         self._has_done = done is not None
 
-        vec = spaces.Box(0.0, 1.0, shape=(OBS_V0_DIM,), dtype=np.float32)
-        if obs == "vec":
-            self.single_observation_space = vec
-        else:
-            self.single_observation_space = spaces.Dict({k: vec for k in self._obs_keys})
+        self.frame_stack = self._obs_spec.frame_stack
+        self.single_observation_space = self._obs_spec.space()
+        self._obs = ObsAssembler(self._obs_spec, self._native, self.num_envs, self.copy)
         self.single_action_space = self._codec.space
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
@@ -200,7 +189,7 @@ class VecEnv(gym.vector.VectorEnv):
         self._reset_called = True
         self._clear_episode(mask)
         self._needs_reset[mask] = False
-        return self._observation(), {}
+        return self._obs.observe(fresh=mask, stepped=False), {}
 
     def step(self, actions):
         if not self._reset_called:
@@ -242,16 +231,22 @@ class VecEnv(gym.vector.VectorEnv):
             }
             info["_episode"] = ended.copy()
         self._needs_reset = ended
-        obs = self._observation()
+        obs = self._obs.observe(fresh=resetting, stepped=True)
         if self.copy:
             reward = reward.copy()
         return obs, reward, terminated, truncated, info
 
     def render(self):
-        raise NotImplementedError(
-            "render() shows env 0's screen, which needs the pixels kernel output (the PPU "
-            "renderer and framebuffer of issue [D]); this build has only the obs_v0 vector"
-        )
+        """Env 0's screen (its last complete frame) as RGB uint8[144, 160, 3], the four DMG
+        shades as greys (FF, AA, 55, 00). Needs ``render_mode="rgb_array"`` (Gymnasium's
+        convention: without a render mode nothing is rendered and this returns None)."""
+        if self.render_mode is None:
+            gym.logger.warn(
+                "render() called without a render mode: create the env with "
+                "render_mode='rgb_array' to get env 0's screen"
+            )
+            return None
+        return _SHADE_RGB[self._live().screen(0)]
 
     def close_extras(self, **kwargs):
         self._native = None
@@ -259,13 +254,56 @@ class VecEnv(gym.vector.VectorEnv):
     # -- GBX extras ----------------------------------------------------------------------
 
     def read_memory(self, lo: int, hi: int) -> np.ndarray:
-        """Bytes [lo, hi) of every env's bus view, as uint8[num_envs, hi - lo] (a copy)."""
-        out = np.empty((self.num_envs, hi - lo), dtype=np.uint8) if hi > lo else None
-        if out is None:
-            raise ValueError(f"memory range must satisfy lo < hi <= 0x10000 (got {lo:#x}:{hi:#x})")
-        for e in range(self.num_envs):
-            out[e] = np.frombuffer(self._native.read_memory(e, lo, hi), dtype=np.uint8)
-        return out
+        """Bytes [lo, hi) of every env's bus view (what the CPU would read, no side effects),
+        as a fresh uint8[num_envs, hi - lo], read in one native call."""
+        for name, v in (("lo", lo), ("hi", hi)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise ValueError(f"read_memory: {name} must be an int (got {v!r})")
+        if not 0 <= lo < hi <= 0x10000:
+            raise ValueError(f"memory range must satisfy 0 <= lo < hi <= 0x10000 (got {lo:#x}:{hi:#x})")
+        return self._live().read_memory_all(int(lo), int(hi))
+
+    # -- save states ---------------------------------------------------------------------
+    # A state is a self-describing blob (runtime/include/gbx/runtime/save_state.h): it names
+    # the ROM (SHA-256), the state ABI and the backend kind, and loading refuses one that does
+    # not match with a ValueError, leaving the env untouched.
+
+    def save_state(self, i: int) -> bytes:
+        """Env ``i``'s whole machine state as bytes."""
+        return self._live().save_state(self._index(i))
+
+    def save_states(self) -> list[bytes]:
+        """Every env's state, in env order."""
+        return self._live().save_states()
+
+    def load_state(self, i: int, blob: bytes) -> None:
+        """Puts ``blob`` into env ``i`` (the others are untouched) and starts a new episode
+        there: its return and length restart, a pending autoreset is cancelled, its outputs
+        (the arrays from the last step/reset, which are views) are refreshed from the loaded
+        state and its frame stack is refilled."""
+        i = self._index(i)
+        self._live().load_state(i, _as_blob(blob))
+        mask = np.zeros(self.num_envs, dtype=bool)
+        mask[i] = True
+        self._clear_episode(mask)
+        self._needs_reset[i] = False
+        self._obs.observe(fresh=mask, stepped=False)
+
+    def set_reset_state(self, blobs) -> None:
+        """What resets (``reset()`` and autoreset) return envs to from now on: ``None`` = the
+        power-on state, one blob = every env, a list of ``num_envs`` blobs = one each. Every
+        blob is checked before any is kept. Nothing is reset now."""
+        if blobs is None:
+            blobs = []
+        elif isinstance(blobs, (bytes, bytearray, memoryview)):
+            blobs = [blobs]
+        else:
+            blobs = list(blobs)
+            if len(blobs) not in (1, self.num_envs):
+                raise ValueError(
+                    f"set_reset_state takes one blob or {self.num_envs} (one per env), got {len(blobs)}"
+                )
+        self._live().set_reset_state([_as_blob(b) for b in blobs])
 
     def cpu_state(self, env: int) -> dict:
         """Registers and counters of one env."""
@@ -282,6 +320,18 @@ class VecEnv(gym.vector.VectorEnv):
         return self._native
 
     # -- internals -----------------------------------------------------------------------
+
+    def _live(self):
+        if self._native is None:
+            raise RuntimeError("this VecEnv is closed")
+        return self._native
+
+    def _index(self, i) -> int:
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
+            raise TypeError(f"env index must be an int, got {type(i).__name__}")
+        if not 0 <= i < self.num_envs:
+            raise IndexError(f"env {i} out of range (0..{self.num_envs - 1})")
+        return int(i)
 
     def _reset_masked(self, mask: np.ndarray) -> None:
         self._native.reset_envs(np.ascontiguousarray(mask, dtype=np.uint8))
@@ -300,10 +350,8 @@ class VecEnv(gym.vector.VectorEnv):
         self._ep_frames[mask] = 0
         self._prev_buttons[mask] = 0
 
-    def _observation(self):
-        vec = self._native.obs
-        if self.copy:
-            vec = vec.copy()
-        if self._obs_keys == ("vec",) and not isinstance(self.single_observation_space, spaces.Dict):
-            return vec
-        return {"vec": vec}
+
+def _as_blob(b) -> bytes:
+    if not isinstance(b, (bytes, bytearray, memoryview)):
+        raise TypeError(f"a save state is bytes, got {type(b).__name__}")
+    return bytes(b)

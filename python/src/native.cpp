@@ -6,6 +6,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
+#include <array>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -18,6 +20,7 @@
 #include "gbx/runtime/cpu_backend.h"
 #include "gbx/runtime/env_state.h"
 #include "gbx/runtime/rom.h"
+#include "gbx/runtime/save_state.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -77,7 +80,8 @@ class Native {
   Native(const std::string& rom_spec, nb::bytes rom_bytes, const std::string& backend, int num_envs,
          int frames_per_step, int release_after_frames, int threads, int device_index,
          const std::string& stage, const std::string& reward, const std::string& done,
-         const std::vector<std::string>& track) {
+         const std::vector<std::string>& track, const std::string& obs_kind,
+         const std::string& obs_format, const std::vector<int>& gather, bool render) {
     if (rom_bytes.size() > 0) {
       const auto* p = static_cast<const uint8_t*>(rom_bytes.data());
       rom_ = unwrap(gbx::rom_from_bytes(rom_spec.empty() ? "bytes" : rom_spec,
@@ -97,6 +101,7 @@ class Native {
     cfg.reward_expr = reward;
     cfg.done_expr = done;
     cfg.track = track;
+    configure_outputs(cfg, obs_kind, obs_format, gather, render);
     if (backend == "mgba" && (!reward.empty() || !done.empty() || !track.empty()))
       throw nb::value_error(
           "the mgba backend runs no generated kernel, so it has no reward/done expressions");
@@ -119,13 +124,7 @@ class Native {
     cpu_ = dynamic_cast<gbx::CpuBackend*>(backend_.get());
     n_ = backend_->num_envs();
     frames_per_step_ = frames_per_step;
-    if (!cpu_) {
-      // Other backends return outputs one env at a time (read_obs); they are gathered here
-      // after every step until they offer bulk views.
-      obs_.assign((size_t)n_ * kObsDim, 0.0f);
-      reward_.assign((size_t)n_, 0.0f);
-      done_.assign((size_t)n_, 0);
-    }
+    bind_outputs(cfg);
   }
 
   void reset(uint64_t seed) {
@@ -186,15 +185,10 @@ class Native {
   }
 
   F32x2 obs() {
-    return F32x2(cpu_ ? cpu_->obs_data() : obs_.data(), {(size_t)n_, (size_t)kObsDim},
-                 nb::find(this));
+    return F32x2(section_data<float>("obs_v0"), {(size_t)n_, (size_t)kObsDim}, nb::find(this));
   }
-  F32x1 reward() {
-    return F32x1(cpu_ ? cpu_->reward_data() : reward_.data(), {(size_t)n_}, nb::find(this));
-  }
-  U8x1 done() {
-    return U8x1(cpu_ ? cpu_->done_data() : done_.data(), {(size_t)n_}, nb::find(this));
-  }
+  F32x1 reward() { return F32x1(section_data<float>("reward"), {(size_t)n_}, nb::find(this)); }
+  U8x1 done() { return U8x1(section_data<uint8_t>("done"), {(size_t)n_}, nb::find(this)); }
 
   nb::bytes read_memory(int env, uint32_t lo, uint32_t hi) {
     auto v = unwrap(backend_->read_memory(env, lo, hi));
@@ -247,13 +241,31 @@ class Native {
 
   gbx::Status refresh(const std::vector<uint8_t>& mask) { return cpu_->step_envs({}, 0, mask); }
 
+  // Non-cpu backends' outputs into the host block: one bulk copy where the backend has an
+  // output block (cuda), else env by env (mgba, the checking backend).
   void gather() {
     if (cpu_) return;
+    if (bulk_) {
+      const gbx::OutputBlock b = unwrap(backend_->outputs());
+      std::memcpy(host_block_.data(), b.data, std::min(b.bytes, host_block_.size()));
+      return;
+    }
+    const gbx::OutputSection* obs = find_section("obs_v0");
+    const gbx::OutputSection* rew = find_section("reward");
+    const gbx::OutputSection* gat = find_section("gather");
     for (int e = 0; e < n_; ++e) {
       auto o = unwrap(backend_->read_obs(e));
-      if (o.size() == (size_t)kObsDim)
-        std::memcpy(obs_.data() + (size_t)e * kObsDim, o.data(), sizeof(float) * kObsDim);
-      reward_[e] = unwrap(backend_->read_reward(e));
+      if (obs && o.size() == (size_t)kObsDim)
+        std::memcpy(host_block_.data() + obs->offset + (size_t)e * obs->bytes_per_env, o.data(),
+                    sizeof(float) * kObsDim);
+      const float r = unwrap(backend_->read_reward(e));
+      std::memcpy(host_block_.data() + rew->offset + (size_t)e * sizeof(float), &r, sizeof r);
+      if (gat)
+        for (size_t k = 0; k < gather_addrs_.size(); ++k) {
+          const uint32_t a = gather_addrs_[k];
+          host_block_[gat->offset + (size_t)e * gat->bytes_per_env + k] =
+              unwrap(backend_->read_memory(e, a, a + 1))[0];
+        }
     }
   }
 
@@ -263,9 +275,172 @@ class Native {
   int n_ = 0;
   int frames_per_step_ = 1;
   std::vector<int32_t> actions_;
-  std::vector<float> obs_, reward_;
-  std::vector<uint8_t> done_;
   gbx::Status pending_ = gbx::ok_status();
+
+  // ---- epy2: output block views, screen, save states, bulk memory reads ----------------
+ public:
+  // One output section as a numpy view [num_envs, *shape] of the block (the cpu backend's
+  // own buffer; a host copy for the others), overwritten by the next step or reset.
+  nb::ndarray<nb::numpy> output(const std::string& name) {
+    const gbx::OutputSection* s = find_section(name);
+    if (!s) throw nb::value_error(("this env has no '" + name + "' output").c_str());
+    std::vector<size_t> shape{(size_t)n_};
+    for (int d : s->shape) shape.push_back((size_t)d);
+    const nb::dlpack::dtype dt = s->dtype == "f32" ? nb::dtype<float>() : nb::dtype<uint8_t>();
+    return nb::ndarray<nb::numpy>(const_cast<uint8_t*>(block_) + s->offset, shape.size(),
+                                  shape.data(), nb::find(this), nullptr, dt);
+  }
+  std::vector<std::string> output_names() const {
+    std::vector<std::string> v;
+    for (const auto& s : sections_) v.push_back(s.name);
+    return v;
+  }
+
+  // env's last complete frame, uint8[144, 160] shade indices 0-3 (a copy).
+  nb::ndarray<nb::numpy, uint8_t, nb::ndim<2>> screen(int env) {
+    check_index(env);
+    auto v = unwrap(backend_->read_screen(env));
+    return to_array<uint8_t>(v.data(), {144, 160});
+  }
+
+  nb::bytes save_state(int env) {
+    check_index(env);
+    auto v = unwrap(backend_->save_state(env));
+    return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
+  }
+  nb::list save_states() {
+    nb::list out;
+    for (int e = 0; e < n_; ++e) out.append(save_state(e));
+    return out;
+  }
+  // Loads the blob into env and refreshes env's outputs from it (cpu), so the next
+  // observation read describes the loaded state.
+  void load_state(int env, nb::bytes blob) {
+    check_index(env);
+    check(backend_->load_state(env, to_vector(blob)));
+    if (cpu_) {
+      std::vector<uint8_t> m((size_t)n_, 0);
+      m[env] = 1;
+      check(refresh(m));
+    }
+    gather();
+  }
+  void set_reset_state(const std::vector<nb::bytes>& blobs) {
+    std::vector<std::vector<uint8_t>> v;
+    for (const auto& b : blobs) v.push_back(to_vector(b));
+    check(backend_->set_reset_state(v));
+  }
+
+  // Bytes [lo, hi) of every env's bus view in one call: uint8[num_envs, hi - lo].
+  nb::ndarray<nb::numpy, uint8_t, nb::ndim<2>> read_memory_all(int64_t lo, int64_t hi) {
+    if (lo < 0 || hi > 0x10000 || lo >= hi)
+      throw nb::value_error(("memory range must satisfy 0 <= lo < hi <= 0x10000 (got " +
+                             std::to_string(lo) + ".." + std::to_string(hi) + ")")
+                                .c_str());
+    const size_t w = (size_t)(hi - lo);
+    auto* buf = new uint8_t[(size_t)n_ * w];
+    nb::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<uint8_t*>(p); });
+    {
+      nb::gil_scoped_release release;
+      for (int e = 0; e < n_ && pending_; ++e) {
+        if (cpu_) {
+          check_nogil(
+              cpu_->state().read_memory(e, (uint32_t)lo, (uint32_t)hi, false, buf + (size_t)e * w));
+        } else {
+          auto r = backend_->read_memory(e, (uint32_t)lo, (uint32_t)hi);
+          if (!r)
+            check_nogil(r.take_error());
+          else
+            std::memcpy(buf + (size_t)e * w, r.value().data(), w);
+        }
+      }
+    }
+    raise_pending();
+    const size_t shape[2] = {(size_t)n_, w};
+    return nb::ndarray<nb::numpy, uint8_t, nb::ndim<2>>(buf, 2, shape, owner);
+  }
+
+ private:
+  void configure_outputs(gbx::BackendConfig& cfg, const std::string& obs_kind,
+                         const std::string& obs_format, const std::vector<int>& gather,
+                         bool render) {
+    const auto kind = gbx::parse_obs_kind(obs_kind);
+    if (!kind) throw nb::value_error(("unknown obs kind '" + obs_kind + "' (vec, pixels)").c_str());
+    const auto fmt = gbx::parse_obs_format(obs_format);
+    if (!fmt)
+      throw nb::value_error(
+          ("unknown obs format '" + obs_format + "' (full, half, packed)").c_str());
+    for (int a : gather)
+      if (a < 0 || a > 0xFFFF)
+        throw nb::value_error(
+            ("ram address " + std::to_string(a) + " out of range (0..0xFFFF)").c_str());
+    cfg.obs = *kind;
+    cfg.obs_format = *fmt;
+    cfg.render = render;
+    cfg.gather_addrs.assign(gather.begin(), gather.end());
+    gather_addrs_ = cfg.gather_addrs;
+  }
+
+  // Where outputs are read from: the cpu backend's block itself; a host copy of the block
+  // for the others.
+  void bind_outputs(const gbx::BackendConfig& cfg) {
+    if (cpu_) {
+      const gbx::OutputBlock b = unwrap(cpu_->outputs());
+      block_ = b.data;
+      sections_ = b.sections;
+      return;
+    }
+    auto b = backend_->outputs();
+    if (b) {
+      bulk_ = true;
+      sections_ = b.value().sections;
+      host_block_.assign(b.value().data, b.value().data + b.value().bytes);
+    } else {
+      if (cfg.obs != gbx::ObsKind::Vec)
+        throw nb::value_error(
+            ("the " + backend_->name() + " backend has no pixels output (use obs vec)").c_str());
+      host_block_.assign(gbx::output_layout(cfg, n_, sections_), 0);
+    }
+    block_ = host_block_.data();
+    gather();
+  }
+
+  const gbx::OutputSection* find_section(const std::string& name) const {
+    for (const auto& s : sections_)
+      if (s.name == name) return &s;
+    return nullptr;
+  }
+  template <typename T>
+  T* section_data(const std::string& name) {
+    const gbx::OutputSection* s = find_section(name);
+    if (!s) throw nb::value_error(("this env has no '" + name + "' output").c_str());
+    return reinterpret_cast<T*>(const_cast<uint8_t*>(block_) + s->offset);
+  }
+  void check_index(int env) const {
+    if (env < 0 || env >= n_)
+      throw nb::index_error(
+          ("env " + std::to_string(env) + " out of range (0.." + std::to_string(n_ - 1) + ")")
+              .c_str());
+  }
+  static std::vector<uint8_t> to_vector(const nb::bytes& b) {
+    const auto* p = static_cast<const uint8_t*>(b.data());
+    return std::vector<uint8_t>(p, p + b.size());
+  }
+  template <typename T>
+  static nb::ndarray<nb::numpy, T, nb::ndim<2>> to_array(const T* src,
+                                                         std::array<size_t, 2> shape) {
+    auto* buf = new T[shape[0] * shape[1]];
+    std::memcpy(buf, src, sizeof(T) * shape[0] * shape[1]);
+    nb::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<T*>(p); });
+    return nb::ndarray<nb::numpy, T, nb::ndim<2>>(buf, 2, shape.data(), owner);
+  }
+
+  std::vector<gbx::OutputSection> sections_;
+  const uint8_t* block_ = nullptr;
+  std::vector<uint8_t> host_block_;
+  bool bulk_ = false;
+  std::vector<uint16_t> gather_addrs_;
+  // ---- end epy2 -------------------------------------------------------------------------
 };
 
 }  // namespace
@@ -285,11 +460,13 @@ NB_MODULE(_native, m) {
   nb::class_<Native>(m, "Backend")
       .def(nb::init<const std::string&, nb::bytes, const std::string&, int, int, int, int, int,
                     const std::string&, const std::string&, const std::string&,
-                    const std::vector<std::string>&>(),
+                    const std::vector<std::string>&, const std::string&, const std::string&,
+                    const std::vector<int>&, bool>(),
            "rom"_a, "rom_bytes"_a = nb::bytes(""), "backend"_a = "cpu", "num_envs"_a = 1,
            "frames_per_step"_a = 1, "release_after_frames"_a = -1, "threads"_a = 0,
            "device_index"_a = 0, "stage"_a = "full_step", "reward"_a = "", "done"_a = "",
-           "track"_a = std::vector<std::string>())
+           "track"_a = std::vector<std::string>(), "obs"_a = "vec", "obs_format"_a = "full",
+           "gather"_a = std::vector<int>(), "render"_a = false)
       .def("reset", &Native::reset, "seed"_a = 0)
       .def("reset_envs", &Native::reset_envs, "mask"_a)
       .def("step", &Native::step, "actions"_a)
@@ -306,5 +483,14 @@ NB_MODULE(_native, m) {
       .def_prop_ro("rom_sha256", &Native::rom_sha256)
       .def_prop_ro("num_envs", &Native::num_envs)
       .def_prop_ro("frames_per_step", &Native::frames_per_step)
-      .def_prop_ro("obs_dim", &Native::obs_dim);
+      .def_prop_ro("obs_dim", &Native::obs_dim)
+      // epy2: output views, screen, save states, bulk memory reads
+      .def("output", &Native::output, "name"_a)
+      .def_prop_ro("output_names", &Native::output_names)
+      .def("screen", &Native::screen, "env"_a)
+      .def("save_state", &Native::save_state, "env"_a)
+      .def("save_states", &Native::save_states)
+      .def("load_state", &Native::load_state, "env"_a, "blob"_a)
+      .def("set_reset_state", &Native::set_reset_state, "blobs"_a)
+      .def("read_memory_all", &Native::read_memory_all, "lo"_a, "hi"_a);
 }

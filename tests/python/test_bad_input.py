@@ -47,8 +47,8 @@ def test_unknown_rom(gbx, tmp_path):
 def test_unknown_device_and_obs(gbx):
     with pytest.raises(ValueError, match="unknown device"):
         gbx.VecEnv(ROM, num_envs=1, device="tpu")
-    with pytest.raises(NotImplementedError, match="pixels"):
-        gbx.VecEnv(ROM, num_envs=1, obs={"pixels": "full"})
+    with pytest.raises(ValueError, match="unknown observation"):
+        gbx.VecEnv(ROM, num_envs=1, obs={"screen": "full"})
 
 
 @pytest.mark.parametrize("actions,match", [

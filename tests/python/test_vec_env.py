@@ -128,6 +128,7 @@ def test_done_expression_terminates_and_autoresets(gbx):
     e.close()
 
 
-def test_render_says_why_it_is_missing(env):
-    with pytest.raises(NotImplementedError, match="pixels"):
-        env.render()
+def test_render_without_render_mode_is_none(env):
+    # Gymnasium's convention: no render mode, nothing rendered (with a warning).
+    with pytest.warns(UserWarning, match="render_mode='rgb_array'"):
+        assert env.render() is None

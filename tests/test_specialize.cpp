@@ -69,7 +69,9 @@ std::vector<uint8_t> banked_code_rom() {
   spec.cart_type = 0x01;
   spec.rom_size_code = 0x02;
   Asm a;
-  auto check = [](const Status& st) { REQUIRE_MESSAGE(st.ok(), (st.ok() ? "" : st.error().message)); };
+  auto check = [](const Status& st) {
+    REQUIRE_MESSAGE(st.ok(), (st.ok() ? "" : st.error().message));
+  };
   a.op("LD SP,d16", 0xDFF0).op("LD A,d8", 0).op("LD B,d8", 0).op("LD C,d8", 0);
   a.label("loop")
       .op("LD A,d8", 2)

@@ -261,13 +261,13 @@ int cmd_profile(const ProfileOptions& o) {
   if (!plan) return tool::fail(plan.error());
   uint64_t hot = 0;
   for (const auto& b : (*plan)->blocks) hot += b.weight;
-  std::fprintf(stderr,
-               "profiled %d frames in %.0f ms: %llu instructions from ROM, %zu blocks; hot set "
-               "%zu blocks covering %.1f%%\n",
-               o.frames, ms_since(t0), (unsigned long long)prof->total_instructions,
-               prof->blocks.size(), (*plan)->blocks.size(),
-               prof->total_instructions ? 100.0 * (double)hot / (double)prof->total_instructions
-                                        : 0.0);
+  std::fprintf(
+      stderr,
+      "profiled %d frames in %.0f ms: %llu instructions from ROM, %zu blocks; hot set "
+      "%zu blocks covering %.1f%%\n",
+      o.frames, ms_since(t0), (unsigned long long)prof->total_instructions, prof->blocks.size(),
+      (*plan)->blocks.size(),
+      prof->total_instructions ? 100.0 * (double)hot / (double)prof->total_instructions : 0.0);
   if (o.out.empty()) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
@@ -560,7 +560,8 @@ int main(int argc, char** argv) {
 
   static ProfileOptions prof;
   auto* pr = app.add_subcommand(
-      "profile", "run a ROM on the profiling interpreter, write its blocks (JSON) for --specialize");
+      "profile",
+      "run a ROM on the profiling interpreter, write its blocks (JSON) for --specialize");
   pr->add_option("--rom", prof.rom, "builtin:NAME or a path")->required();
   pr->add_option("--frames", prof.frames, "frames to profile")->capture_default_str();
   pr->add_option("--actions", prof.actions, "random | none")->capture_default_str();

@@ -285,9 +285,12 @@ class Generator {
   Result<std::string> spec_instruction(const SpecInstr& in, uint32_t bank) {
     char head[160];
     char bytes[16];
-    if (in.length == 1) std::snprintf(bytes, sizeof bytes, "%02X", in.bytes[0]);
-    else if (in.length == 2) std::snprintf(bytes, sizeof bytes, "%02X %02X", in.bytes[0], in.bytes[1]);
-    else std::snprintf(bytes, sizeof bytes, "%02X %02X %02X", in.bytes[0], in.bytes[1], in.bytes[2]);
+    if (in.length == 1)
+      std::snprintf(bytes, sizeof bytes, "%02X", in.bytes[0]);
+    else if (in.length == 2)
+      std::snprintf(bytes, sizeof bytes, "%02X %02X", in.bytes[0], in.bytes[1]);
+    else
+      std::snprintf(bytes, sizeof bytes, "%02X %02X %02X", in.bytes[0], in.bytes[1], in.bytes[2]);
     std::snprintf(head, sizeof head, "  // %02X:%04X  %-9s %s\n", bank, in.addr, bytes,
                   spec_disassemble(in).c_str());
     std::string out = head;
@@ -356,16 +359,17 @@ class Generator {
                     i < plan.rom.size() ? plan.rom[i] : 0);
       out += buf;
     }
-    out += "};\n  for (u32 i = 0; i < 0x50u; ++i)\n"
-           "    if (p.rom[0x100u + i] != header[i]) return false;\n  return true;\n}\n\n";
+    out +=
+        "};\n  for (u32 i = 0; i < 0x50u; ++i)\n"
+        "    if (p.rom[0x100u + i] != header[i]) return false;\n  return true;\n}\n\n";
 
     std::vector<std::string> cases(0x8000);
     std::vector<uint16_t> slot(0x8000, 0);
     int slots = 0;
     for (size_t bi = 0; bi < plan.blocks.size(); ++bi) {
       const SpecBlock& b = plan.blocks[bi];
-      auto instrs = spec_decode_block(bundle_.opcodes(), plan.rom, b.bank, b.addr,
-                                      (int)b.instructions);
+      auto instrs =
+          spec_decode_block(bundle_.opcodes(), plan.rom, b.bank, b.addr, (int)b.instructions);
       if (instrs.empty()) continue;
       int worst = 0;  // T-cycles up to the block's last instruction boundary inside it
       for (size_t i = 0; i + 1 < instrs.size(); ++i) worst += instrs[i].cycles;
@@ -411,10 +415,11 @@ class Generator {
       out += "  (void)limit;\n  m.cycles = bus.cycles;\n  io = cpu;\n  return n;\n}\n\n";
       if (!slot[b.addr]) slot[b.addr] = (uint16_t)++slots;
       const char* window = b.addr < 0x4000u ? "rom0" : "romx";
-      std::snprintf(buf, sizeof buf,
-                    "      if (room > %d && bus.%s == bus.rom + 0x%llXu) return spec_block_%zu(cpu, "
-                    "bus, room);\n",
-                    worst, window, (unsigned long long)b.bank * 0x4000ull, bi);
+      std::snprintf(
+          buf, sizeof buf,
+          "      if (room > %d && bus.%s == bus.rom + 0x%llXu) return spec_block_%zu(cpu, "
+          "bus, room);\n",
+          worst, window, (unsigned long long)b.bank * 0x4000ull, bi);
       cases[b.addr] += buf;
     }
     // The dispatch: block slot by address, then the bank the block was profiled in and
@@ -425,8 +430,9 @@ class Generator {
       out += "\n";
     }
     out += "};\n\n";
-    out += "GBX_NOINLINE u32 spec_run(u32 slot, Cpu& cpu, Machine& bus, i64 room) {\n"
-           "  switch (slot) {\n";
+    out +=
+        "GBX_NOINLINE u32 spec_run(u32 slot, Cpu& cpu, Machine& bus, i64 room) {\n"
+        "  switch (slot) {\n";
     for (size_t a = 0; a < 0x8000; ++a) {
       if (!slot[a]) continue;
       std::snprintf(buf, sizeof buf, "    case %u: {  // %04zX\n", slot[a], a);

@@ -308,6 +308,7 @@ Result<std::shared_ptr<const SpecPlan>> make_spec_plan(const std::vector<OpcodeE
   for (const auto& b : sorted) total += b.weight;
   const double want = limits.coverage * (double)total;
   uint64_t covered = 0;
+  size_t total_instrs = 0;
   std::vector<uint8_t> taken(rom.size(), 0);
   for (const auto& b : sorted) {
     if (plan->blocks.size() >= limits.max_blocks || (double)covered >= want) break;
@@ -318,6 +319,8 @@ Result<std::shared_ptr<const SpecPlan>> make_spec_plan(const std::vector<OpcodeE
     auto instrs = spec_decode_block(table, rom, b.bank, b.addr, limits.max_instructions);
     if (b.instructions > 0 && instrs.size() > b.instructions) instrs.resize(b.instructions);
     if (instrs.empty()) continue;
+    if (total_instrs + instrs.size() > limits.max_total_instructions) break;
+    total_instrs += instrs.size();
     SpecBlock s = b;
     s.instructions = (uint32_t)instrs.size();
     s.length = 0;

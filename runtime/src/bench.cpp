@@ -1,5 +1,4 @@
 #include "gbx/runtime/bench.h"
-#include "gbx/runtime/specialize.h"
 
 #include <sys/wait.h>
 
@@ -17,6 +16,7 @@
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/env_state.h"
 #include "gbx/runtime/rom.h"
+#include "gbx/runtime/specialize.h"
 #include "gbx/runtime/system_info.h"
 
 namespace gbx {

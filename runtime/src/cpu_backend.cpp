@@ -20,9 +20,8 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const Bac
   if (cfg.frames_per_step < 1) return make_error(ErrorKind::Usage, "--frames must be at least 1");
   if (cfg.threads < 0) return make_error(ErrorKind::Usage, "--threads must be >= 0");
   if (cfg.specialize && cfg.specialize->rom != rom.bytes)
-    return make_error(ErrorKind::Usage,
-                      "the specialized kernel was made for another ROM (sha256 " +
-                          cfg.specialize->rom_sha256.substr(0, 16) + ")");
+    return make_error(ErrorKind::Usage, "the specialized kernel was made for another ROM (sha256 " +
+                                            cfg.specialize->rom_sha256.substr(0, 16) + ")");
   std::unique_ptr<CpuBackend> b(new CpuBackend());
   b->rom_ = rom;
   b->cfg_ = cfg;
@@ -140,9 +139,8 @@ void CpuBackend::auto_tier_after_step(int frames) {
       auto_status_ = "failed: " + bundle.error().message;
       return;
     }
-    const SpecProfile prof =
-        spec_profile_from_counts(bundle.value().opcodes(), rom_.bytes, profile_counts_,
-                                 auto_frames_);
+    const SpecProfile prof = spec_profile_from_counts(bundle.value().opcodes(), rom_.bytes,
+                                                      profile_counts_, auto_frames_);
     profile_counts_.clear();  // counting stops: the kernel checks the pointer
     auto plan = make_spec_plan(bundle.value().opcodes(), rom_.bytes, prof);
     if (!plan) {

@@ -1,5 +1,4 @@
 #include "gbx/runtime/verify.h"
-#include "gbx/runtime/specialize.h"
 
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include "gbx/engine/cache.h"
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/rom.h"
+#include "gbx/runtime/specialize.h"
 #include "gbx/runtime/system_info.h"
 #include "gbx_abi.h"
 

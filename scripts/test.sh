@@ -6,6 +6,8 @@
 #   GBX_TEST_ASAN=1          also the sanitizer build and suite (off by default until the
 #                            suite is verified green under ASan/UBSan on 2 cores)
 #   GBX_TEST_NVRTC_WHEEL=0   skip the NVRTC-wheel job (no network)
+#   GBX_TEST_PYBOY=1         also install PyBoy 2.8.1 (~250 MB) and run gbx.pyboy_compat's live
+#                            comparison with it (otherwise those tests skip)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
@@ -75,7 +77,9 @@ step "suites on the CUDA driver double"
 step "Python package and pytest"
 venv="$build/pyvenv"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -m pip install -q "$root[test]" \
+extras=test
+[ "${GBX_TEST_PYBOY:-0}" = 1 ] && extras=test,pyboy
+"$venv/bin/python" -m pip install -q "$root[$extras]" \
   --config-settings=cmake.define.GBX_PREBUILT_DIR="$build" \
   --config-settings=build-dir="$build/python-wheel"
 pytest_rc=0

@@ -28,6 +28,7 @@ struct VerifyCli {
   std::string fault;
   std::string out = "artifacts";
   bool rtc_lock = false;
+  bool screen = false;
 };
 
 // Exit codes: 0 match, 1 mismatch (and nothing else, so scripts can rely on it), 2 usage
@@ -68,6 +69,7 @@ int cmd_verify(const VerifyCli& c, const std::vector<std::string>& args) {
   o.seed = c.seed;
   o.out_dir = c.out;
   o.rtc_lock = c.rtc_lock;
+  o.screen = c.screen;
   for (const std::string& r : c.regions) {
     auto region = parse_mem_region(r);
     if (!region) return verify_fail(region.error());
@@ -130,6 +132,8 @@ void register_verify(CLI::App& app, Commands& cmds) {
       ->capture_default_str();
   c->add_option("--seed", v.seed, "seed for reset and seeded_random")->capture_default_str();
   c->add_flag("--rtc-lock", v.rtc_lock, "freeze cartridge clocks (MBC3 RTC) in the kernels");
+  c->add_flag("--screen", v.screen,
+              "also compare the screens (last complete frame, shades 0-3); both backends draw");
   c->add_option("--stage", v.stage, "emulate_only | reward_only | obs_only | full_step")
       ->capture_default_str();
   c->add_option("--inject-fault", v.fault,

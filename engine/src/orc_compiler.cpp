@@ -16,6 +16,7 @@
 #include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/Bitcode/BitcodeWriter.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ObjectLinkingLayer.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/MC/TargetRegistry.h>
@@ -249,7 +250,19 @@ class Jit {
     static std::string error;
     std::call_once(once, [] {
       init_llvm_once();
-      auto jit = llvm::orc::LLJITBuilder().create();
+      // JITLink (ObjectLinkingLayer), not LLJIT's default RuntimeDyld: JITLink puts an
+      // object's sections in one contiguous block and reports an out-of-range relocation as
+      // an error. RuntimeDyld maps sections separately; in a process whose address space is
+      // fragmented (a Ray worker, which maps its object store) they landed more than 2 GiB
+      // apart, the small code model's 32-bit PC-relative relocations were truncated, and the
+      // first step crashed.
+      auto jit = llvm::orc::LLJITBuilder()
+                     .setObjectLinkingLayerCreator(
+                         [](llvm::orc::ExecutionSession& es, const llvm::Triple&)
+                             -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
+                           return std::make_unique<llvm::orc::ObjectLinkingLayer>(es);
+                         })
+                     .create();
       if (!jit) {
         error = to_string(jit.takeError());
         return;

@@ -33,7 +33,13 @@ class Backend:
         reward: str = "",
         done: str = "",
         track: Sequence[str] = ...,
-    ) -> None: ...
+        obs: str = "vec",
+        obs_format: str = "full",
+        gather: Sequence[int] = ...,
+        render: bool = False,
+    ) -> None:
+        """obs: "vec" | "pixels" (obs_format full | half | packed); gather: bus addresses the
+        RAM-gather epilog copies out per env; render: draw the screen every frame."""
     def reset(self, seed: int = 0) -> None:
         """Every env to the post-boot state; outputs refreshed from it (GIL released)."""
     def reset_envs(self, mask: npt.NDArray[np.uint8]) -> None:
@@ -70,3 +76,33 @@ class Backend:
     def frames_per_step(self) -> int: ...
     @property
     def obs_dim(self) -> int: ...
+    # epy2: output views, screen, save states, bulk memory reads
+    def output(self, name: str) -> npt.NDArray:
+        """View [num_envs, *shape] of output section `name` (obs_v0 f32, pixels u8, reward f32,
+        done u8, gather u8) in the one output block; overwritten by each step/reset."""
+    @property
+    def output_names(self) -> list[str]: ...
+    def screen(self, env: int) -> npt.NDArray[np.uint8]:
+        """env's last complete frame, uint8[144, 160] shade indices (a copy); needs render or
+        pixels."""
+    def save_state(self, env: int) -> bytes: ...
+    def save_states(self) -> list[bytes]: ...
+    def load_state(self, env: int, blob: bytes) -> None:
+        """Loads env's state and refreshes its outputs (cpu); a foreign blob is a ValueError."""
+    def set_reset_state(self, blobs: Sequence[bytes]) -> None:
+        """0 blobs: power-on; 1: every env; num_envs: one each."""
+    def read_memory_all(self, lo: int, hi: int) -> npt.NDArray[np.uint8]:
+        """uint8[num_envs, hi - lo], every env's bus view in one call (a fresh array)."""
+
+# -- gbx.pyboy_compat's native helpers -------------------------------------------------------
+MEM_VRAM: int
+MEM_WRAM: int
+MEM_OAM: int
+MEM_IO: int
+MEM_CART_RAM: int
+SAVE_STATE_VERSION: int
+
+def post_boot_state(rom: str, rom_bytes: bytes = b"") -> bytes:
+    """The DMG post-boot state of `rom` as a GBX save-state blob (no kernel is compiled)."""
+def rom_bytes(rom: str) -> bytes:
+    """The bytes of a ROM spec (path or builtin:NAME)."""

@@ -5,12 +5,12 @@ from typing import Any, Sequence
 
 import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from . import _native
 from .actions import encode, get_codec
+from .env_streams import EnvStreams
 from .observations import OBS_V0_DIM, ObsAssembler, parse_obs  # noqa: F401 (OBS_V0_DIM: API)
 
 # Greys for shades 0..3 (runtime/include/gbx/runtime/screen_image.h kShadeGrey), as RGB.
@@ -55,6 +55,10 @@ class VecEnv(gym.vector.VectorEnv):
       the seed matter).
     - ``sticky_actions``: probability that an env repeats its previous action for a step
       instead of taking the new one (ALE's repeat_action_probability, per step).
+    - ``env_offset``: this env's envs are envs ``env_offset ..`` of a larger vector env
+      (a shard of :mod:`gbx.distributed`): each env's random draws (no-op frames, sticky
+      actions) come from its own stream keyed by ``seed`` and its global index
+      (:mod:`gbx.env_streams`), so a shard's envs behave as those envs of the unsharded one.
     - ``copy``: False (default) returns observations and rewards as views of the backend's
       own buffers (cpu device; a host copy of the device's block otherwise), overwritten by
       the next ``step``/``reset``/``load_state``; True returns fresh arrays.
@@ -87,6 +91,7 @@ class VecEnv(gym.vector.VectorEnv):
         sticky_actions: float = 0.0,
         threads: int = 0,
         copy: bool = False,
+        env_offset: int = 0,
         render_mode: str | None = None,
         frame_stack: int = 1,
     ):
@@ -152,7 +157,10 @@ class VecEnv(gym.vector.VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
 
         n = self.num_envs
-        self._rng = np.random.default_rng(seed)
+        if not isinstance(env_offset, (int, np.integer)) or env_offset < 0:
+            raise ValueError(f"env_offset must be an int >= 0 (got {env_offset!r})")
+        self.env_offset = int(env_offset)
+        self._streams = EnvStreams(seed, n, self.env_offset)
         self._seed = seed
         self._needs_reset = np.zeros(n, dtype=bool)
         self._prev_buttons = np.zeros(n, dtype=np.int32)
@@ -169,7 +177,7 @@ class VecEnv(gym.vector.VectorEnv):
         if seed is not None:
             if isinstance(seed, (list, tuple, np.ndarray)):
                 raise ValueError("seed must be one int for the whole vector env")
-            self._rng = np.random.default_rng(seed)
+            self._streams = EnvStreams(seed, self.num_envs, self.env_offset)
             self._seed = seed
         mask = None if not options else options.get("reset_mask")
         if mask is None:
@@ -196,7 +204,7 @@ class VecEnv(gym.vector.VectorEnv):
             raise RuntimeError("call reset() before step()")
         buttons = encode(self._codec, actions, self.num_envs)
         if self.sticky_actions > 0.0:
-            stick = self._rng.random(self.num_envs) < self.sticky_actions
+            stick = self._streams.uniform("sticky") < self.sticky_actions
             buttons = np.where(stick, self._prev_buttons, buttons).astype(np.int32)
         self._prev_buttons = buttons
         self._native.step(buttons)
@@ -250,6 +258,7 @@ class VecEnv(gym.vector.VectorEnv):
 
     def close_extras(self, **kwargs):
         self._native = None
+        self._obs = None
 
     # -- GBX extras ----------------------------------------------------------------------
 
@@ -339,7 +348,7 @@ class VecEnv(gym.vector.VectorEnv):
     def _run_noops(self, mask: np.ndarray) -> None:
         if self.noop_max == 0 or not mask.any():
             return
-        frames = np.where(mask, self._rng.integers(0, self.noop_max + 1, self.num_envs), 0)
+        frames = self._streams.integers("noop", self.noop_max, mask)
         for k in range(int(frames.max())):
             sub = (frames > k).astype(np.uint8)
             self._native.step_envs(self._zero_actions, 1, sub)

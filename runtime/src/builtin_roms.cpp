@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "gbx/runtime/arrows_rom.h"
 #include "gbx/runtime/asm.h"
 #include "gbx/runtime/ppu_roms.h"
 #include "gbx/runtime/rom_builder.h"
@@ -998,6 +999,10 @@ std::vector<BuiltinRom> make_table() {
                "pixels benchmark: full-screen BG, window, 40 objects, busy CPU, scroll + OAM DMA "
                "each frame (never ends)",
                [] { return build_ppu_rom("ppu_bench").value(); }, "", 0});
+  t.push_back({"ARROWS",
+               "micro-game: press the direction of the arrow on screen; score u16 at 0xC000 "
+               "(never ends)",
+               arrows::build_rom, "", 0});
   return t;
 }
 

@@ -1,7 +1,5 @@
 #include "gbx/runtime/cpu_backend.h"
 
-#include <omp.h>
-
 #include <chrono>
 #include <thread>
 
@@ -27,6 +25,7 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const Bac
   b->cfg_ = cfg;
   b->threads_ =
       cfg.threads > 0 ? cfg.threads : (int)std::max(1u, std::thread::hardware_concurrency());
+  b->pool_ = std::make_unique<WorkerPool>(std::min(b->threads_, cfg.num_envs));
 
   auto bundle = TemplateBundle::load(TemplateBundle::default_root());
   if (!bundle) return bundle.take_error();
@@ -75,12 +74,13 @@ Status CpuBackend::reset(const std::vector<uint8_t>& mask) {
     return make_error(ErrorKind::Usage, "reset mask has " + std::to_string(mask.size()) +
                                             " entries for " + std::to_string(n) + " envs");
   const bool shared = reset_image_.num_envs() == 1;
-#pragma omp parallel for num_threads(std::min(threads_, n)) schedule(static)
-  for (int i = 0; i < n; ++i) {
-    if (!mask[i]) continue;
-    state_.copy_env(i, reset_image_, shared ? 0 : i);
-    clear_outputs(i);
-  }
+  pool_->run(n, [&](int64_t b, int64_t e) {
+    for (int i = (int)b; i < (int)e; ++i) {
+      if (!mask[i]) continue;
+      state_.copy_env(i, reset_image_, shared ? 0 : i);
+      clear_outputs(i);
+    }
+  });
   return ok_status();
 }
 
@@ -206,28 +206,21 @@ Status CpuBackend::run(const std::vector<int32_t>& actions, int frames, const ui
   p.gather_count = (int)cfg_.gather_addrs.size();
   p.profile_counts = profile_counts_.empty() ? nullptr : profile_counts_.data();
   const CpuStepFn fn = kernel_.step;
-  // Env ranges to run: all envs, or the runs of consecutive masked ones (a reset's refresh or
-  // a no-op start), cut into chunks small enough to balance envs that halt or trap against
-  // busy ones.
-  const int threads = std::min(threads_, n);
-  const int chunk = std::max(1, n / (threads * 8));
-  std::vector<std::pair<int, int>> pieces;
-  for (int e = 0; e < n;) {
-    if (mask && !mask[e]) {
-      ++e;
-      continue;
+  // The pool hands out env ranges (each thread keeps the same envs from step to step, the
+  // tail is shared by stealing); a mask splits a range into its runs of masked envs.
+  pool_->run(n, [&](int64_t b, int64_t e) {
+    if (!mask) return fn(&p, (int)b, (int)e);
+    for (int i = (int)b; i < (int)e;) {
+      if (!mask[i]) {
+        ++i;
+        continue;
+      }
+      int end = i;
+      while (end < (int)e && mask[end]) ++end;
+      fn(&p, i, end);
+      i = end;
     }
-    int end = e;
-    while (end < n && (!mask || mask[end]) && end - e < chunk) ++end;
-    pieces.emplace_back(e, end);
-    e = end;
-  }
-  if (threads <= 1 || pieces.size() <= 1) {
-    for (const auto& [b, e] : pieces) fn(&p, b, e);
-    return ok_status();
-  }
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (size_t i = 0; i < pieces.size(); ++i) fn(&p, pieces[i].first, pieces[i].second);
+  });
   return ok_status();
 }
 

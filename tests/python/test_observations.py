@@ -175,3 +175,20 @@ def test_bad_specs(gbx, obs, msg):
 def test_bad_frame_stack(gbx, k):
     with pytest.raises(ValueError, match="frame_stack"):
         gbx.VecEnv(ROM, num_envs=1, frame_stack=k)
+
+
+def test_mgba_backend_gathers_the_same_ram(gbx):
+    spec = {"vec": True, "ram": ADDRS}
+    cpu = make(gbx, spec, rom=COUNTER_ROM)
+    ref = make(gbx, spec, rom=COUNTER_ROM, device="mgba")
+    for e in (cpu, ref):
+        e.reset(seed=0)
+    for _ in range(4):
+        a, *_ = cpu.step(NOOP)
+        b, *_ = ref.step(NOOP)
+        np.testing.assert_array_equal(a["ram"], b["ram"])
+        np.testing.assert_array_equal(a["vec"], b["vec"])
+    with pytest.raises(ValueError, match="mgba backend has no pixels"):
+        make(gbx, "pixels", device="mgba")
+    cpu.close()
+    ref.close()

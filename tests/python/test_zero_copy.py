@@ -53,3 +53,30 @@ def test_view_keeps_the_backend_alive(gbx):
     e.close()
     del e
     np.testing.assert_array_equal(obs, expected)  # the owner is still referenced by the view
+
+
+def test_pixels_and_ram_are_views_of_the_output_block(gbx):
+    e = gbx.VecEnv(ROM, num_envs=3, frames_per_step=1, release_after_frames=0,
+                   obs={"pixels": True, "ram": [0xFF44, 0xFF47]})
+    obs, _ = e.reset(seed=0)
+    acts = np.zeros(3, dtype=np.int32)
+    o1, *_ = e.step(acts)
+    o2, *_ = e.step(acts)
+    for k, sec in (("pixels", "pixels"), ("ram", "gather")):
+        assert addr(obs[k]) == addr(o1[k]) == addr(o2[k]) == addr(e.backend.output(sec))
+        via = np.from_dlpack(o2[k])
+        assert np.shares_memory(via, e.backend.output(sec))
+    # Every output lives in one block: the sections' addresses are offsets into it.
+    block = np.array([addr(e.backend.output(s)) for s in e.backend.output_names])
+    assert e.backend.output_names == ["pixels", "reward", "done", "gather"]
+    assert (np.diff(block) > 0).all() and ((block - block[0]) % 64 == 0).all()
+    e.close()
+
+
+def test_frame_stack_buffer_is_reused(gbx):
+    e = gbx.VecEnv(ROM, num_envs=2, frames_per_step=1, release_after_frames=0, frame_stack=4)
+    obs, _ = e.reset(seed=0)
+    o1, *_ = e.step(np.zeros(2, dtype=np.int32))
+    assert addr(obs) == addr(o1) and obs.shape == (2, 4, 32)
+    assert np.shares_memory(np.from_dlpack(o1), obs)
+    e.close()

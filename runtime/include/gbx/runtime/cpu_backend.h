@@ -1,6 +1,7 @@
 #pragma once
-// The cpu backend: the JIT-compiled kernel stepped over all cores (OpenMP), env chunks per
-// thread. State lives in an EnvState the conformance runner may also set directly.
+// The cpu backend: the JIT-compiled kernel stepped over all cores by a persistent worker pool
+// (worker_pool.h: a fixed env range per thread, the tail shared by stealing). State lives in an
+// EnvState the conformance runner may also set directly.
 #include <future>
 #include <memory>
 #include <optional>
@@ -8,6 +9,7 @@
 #include "gbx/engine/kernel_builder.h"
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/env_state.h"
+#include "gbx/runtime/worker_pool.h"
 
 namespace gbx {
 
@@ -89,6 +91,7 @@ class CpuBackend : public Backend {
   std::string auto_status_ = "off";
   std::vector<int32_t> release_;  // release_after_frames for every env
   int threads_ = 1;
+  std::unique_ptr<WorkerPool> pool_;  // min(threads_, envs) participants, the caller included
 };
 
 }  // namespace gbx

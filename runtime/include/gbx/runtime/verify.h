@@ -54,6 +54,9 @@ struct VerifyOptions {
   uint64_t seed = 0;
   Stage stage = Stage::FullStep;
   bool rtc_lock = false;  // cartridge clocks frozen (both kernel backends)
+  // Also compare the screens (each backend's last complete frame as shades 0-3; mGBA's
+  // output colours are mapped to shades by their grey level). Both backends then draw.
+  bool screen = false;
   std::optional<FaultSpec> fault;
   std::filesystem::path out_dir = "artifacts";
   // For the bundle's repro.sh and metadata: the tool's absolute path, its arguments after
@@ -67,7 +70,7 @@ struct VerifyOptions {
 
 // One field that differs at a comparison.
 struct FieldDiff {
-  std::string field;  // "A", "F", "cycle_count", "mem C000:C100", ...
+  std::string field;  // "A", "F", "cycle_count", "mem C000:C100", "screen", ...
   std::string ref, dut;
 };
 

@@ -9,7 +9,8 @@
 #   GBX_BENCH_SECS     seconds per point           (default 3)
 #   GBX_BENCH_FPS      frames per step             (default 24, what RL runs use)
 #   GBX_BENCH_ACTIONS  random | none | FILE        (default random)
-#   GBX_BENCH_COLUMNS  columns to run              (default "interp mgba pyboy")
+#   GBX_BENCH_COLUMNS  columns to run              (default "interp spec mgba pyboy"; spec: the
+#                                                   ROM-specialized kernel, profiled first)
 #   GBX_BENCH_PYBOY    0 skips PyBoy (it is pip-installed into artifacts/.venv-pyboy on first use)
 #   GBX_BUILD_DIR      build directory             (default build/)
 # A column is a function bench_<name> ROM JSON that writes one `gbx-run bench` sweep (one
@@ -21,7 +22,7 @@ envs=${GBX_BENCH_ENVS:-64}
 secs=${GBX_BENCH_SECS:-3}
 fps=${GBX_BENCH_FPS:-24}
 actions=${GBX_BENCH_ACTIONS:-random}
-columns=${GBX_BENCH_COLUMNS:-interp mgba pyboy}
+columns=${GBX_BENCH_COLUMNS:-interp spec mgba pyboy}
 [ "${GBX_BENCH_PYBOY:-1}" = 0 ] && columns=${columns//pyboy/}
 
 if [ ! -f "$build/CMakeCache.txt" ]; then
@@ -29,7 +30,7 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
   command -v ninja >/dev/null && gen=(-G Ninja)
   cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 fi
-cmake --build "$build" --target gbx-run -j "$(nproc)"
+cmake --build "$build" --target gbx-run gbx-synth -j "$(nproc)"
 cmake --build "$build" --target gbx_c_roms -j "$(nproc)" 2>/dev/null || true
 gbx="$build/tools/gbx-run"
 
@@ -45,6 +46,12 @@ fi
 common=(--envs "$envs" --seconds "$secs" --frames-per-step "$fps" --stage emulate_only
         --threads 1 --actions "$actions")
 bench_interp() { "$gbx" bench --backend cpu --label interp --rom "$1" "${common[@]}" --json "$2"; }
+# README "ROM-specialized kernels": profile 120 frames, then the kernel for that hot set.
+bench_spec() {
+  "$build/tools/gbx-synth" profile --rom "$1" --frames 120 --out "$2.profile" 2>/dev/null &&
+    "$gbx" bench --backend cpu --label spec --specialize "profile:$2.profile" --rom "$1" \
+      "${common[@]}" --json "$2"
+}
 bench_mgba() { "$gbx" bench --backend mgba --label mgba --rom "$1" "${common[@]}" --json "$2"; }
 # PyBoy steps without inputs (its sweep records actions "none"); 8 envs in one process is a
 # per-core rate like the others', and keeps the run short.

@@ -39,6 +39,7 @@ struct BenchCli {
   std::string out = "artifacts";
   bool verbose = false;
   bool rtc_lock = false;
+  std::string specialize = "off";
 };
 
 struct ReportCli {
@@ -81,6 +82,7 @@ int cmd_bench(const BenchCli& c) {
   o.actions = c.actions;
   o.action_seed = c.action_seed;
   o.verbose = c.verbose;
+  o.specialize = c.specialize;
   // A live line on a terminal; in a log, one line per finished env count.
   const bool tty = isatty(STDERR_FILENO);
   if (tty) o.progress = [](const std::string& l) { std::fprintf(stderr, "\r%s\033[K", l.c_str()); };
@@ -183,6 +185,9 @@ void register_bench(CLI::App& app, Commands& cmds) {
   c->add_option("--device-index", b.device_index, "cuda device")->capture_default_str();
   c->add_option("--block-size", b.block_size,
                 "cuda threads per block, a multiple of 32 (0 = chosen from the device)")
+      ->capture_default_str();
+  c->add_option("--specialize", b.specialize,
+                "cpu: off | profile:FILE | auto[:N] (ROM-specialized kernel)")
       ->capture_default_str();
   c->add_option("--label", b.label, "sweep name in reports (default: backend, -tN with --threads)");
   c->add_option("--actions", b.actions,

@@ -16,6 +16,7 @@ using namespace gbx;
 struct VerifyCli {
   std::string ref = "mgba";
   std::string dut = "cpu";
+  std::string dut_specialize = "off";
   std::string rom = "builtin:ALU_LOOP";
   long long steps = 1024;
   int frames_per_step = 1;
@@ -60,6 +61,7 @@ int cmd_verify(const VerifyCli& c, const std::vector<std::string>& args) {
   VerifyOptions o;
   o.ref = c.ref;
   o.dut = c.dut;
+  o.dut_specialize = c.dut_specialize;
   o.rom = c.rom;
   o.steps = c.steps;
   o.frames_per_step = c.frames_per_step;
@@ -114,6 +116,9 @@ void register_verify(CLI::App& app, Commands& cmds) {
       "error, 3 no CUDA device, 4 other failure");
   c->add_option("--ref", v.ref, "reference backend: mgba | cpu | cuda")->capture_default_str();
   c->add_option("--dut", v.dut, "backend under test: cpu | cuda")->capture_default_str();
+  c->add_option("--dut-specialize", v.dut_specialize,
+                "the dut's ROM-specialized kernel: off | profile:FILE | auto[:N]")
+      ->capture_default_str();
   c->add_option("--rom", v.rom, "ROM path or builtin:NAME")->capture_default_str();
   c->add_option("--steps", v.steps, "steps to run")->capture_default_str();
   c->add_option("--frames-per-step", v.frames_per_step, "frames per step")->capture_default_str();

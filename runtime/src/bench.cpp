@@ -17,6 +17,7 @@
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/env_state.h"
 #include "gbx/runtime/rom.h"
+#include "gbx/runtime/specialize.h"
 #include "gbx/runtime/system_info.h"
 
 namespace gbx {
@@ -148,6 +149,8 @@ Result<json> run_bench(const BenchOptions& o) {
     cfg.device_index = o.device_index;
     cfg.block_size = o.block_size;
     cfg.verbose = o.verbose;
+    if (auto st = apply_specialize_option(o.specialize, rom.value(), cfg); !st)
+      return st.take_error();
     BenchResult r;
     r.num_envs = n;
     r.stage = stage;

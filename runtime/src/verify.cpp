@@ -15,6 +15,7 @@
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/rom.h"
 #include "gbx/runtime/screen_image.h"
+#include "gbx/runtime/specialize.h"
 #include "gbx/runtime/system_info.h"
 #include "gbx_abi.h"
 
@@ -114,6 +115,7 @@ class Verifier {
     auto ref = make_backend(o_.ref, rom_, cfg);
     if (!ref) return ref.take_error();
     ref_ = std::move(ref.value());
+    if (auto st = apply_specialize_option(o_.dut_specialize, rom_, cfg); !st) return st;
     auto dut = make_backend(o_.dut, rom_, cfg);
     if (!dut) return dut.take_error();
     dut_ = std::move(dut.value());

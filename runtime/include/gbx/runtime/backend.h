@@ -59,6 +59,14 @@ struct BackendConfig {
   ObsFormat obs_format = ObsFormat::Full;
   bool render = false;                 // draw the screen whatever the stage (screenshots)
   std::vector<uint16_t> gather_addrs;  // RAM gather: bytes the obs stages copy out per env
+  // cpu: count instructions per ROM offset (the profiling interpreter, gbx/engine/specialize.h)
+  bool profile = false;
+  // cpu/cuda: a ROM-specialized kernel for this plan (its ROM must be the backend's ROM).
+  std::shared_ptr<const SpecPlan> specialize;
+  // cpu: specialize automatically: profile this many frames on the profiling interpreter,
+  // then compile the specialized kernel in the background and swap it in between steps once
+  // it is ready (0: off). Steps never wait for that compile.
+  int specialize_auto_frames = 0;
 };
 
 // One named, typed output of a step, for all envs: env-major inside its section.
@@ -104,6 +112,8 @@ inline SynthParams synth_params_for(const BackendConfig& cfg, Device device, int
   p.obs = cfg.obs;
   p.obs_format = cfg.obs_format;
   p.render = cfg.render;
+  p.profile = cfg.profile;
+  p.specialize = cfg.specialize;
   return p;
 }
 

@@ -44,6 +44,7 @@ struct BenchOptions {
   std::string actions = "random";
   uint64_t action_seed = 1;
   bool verbose = false;
+  std::string specialize = "off";  // off | profile:FILE | auto[:N] (gbx/runtime/specialize.h)
   // Live progress (one line, replaced as it goes) and a note per finished env count.
   std::function<void(const std::string&)> progress;
   std::function<void(const std::string&)> done;

@@ -44,6 +44,7 @@ int32_t action_for_step(ActionGen g, uint64_t seed, int64_t step);
 struct VerifyOptions {
   std::string ref = "mgba";
   std::string dut = "cpu";
+  std::string dut_specialize = "off";    // off | profile:FILE | auto[:N] (gbx/runtime/specialize.h)
   std::string rom = "builtin:ALU_LOOP";  // as given: "builtin:NAME" or a path
   int64_t steps = 1024;
   int frames_per_step = 1;

@@ -216,7 +216,7 @@ def main(argv):
             "stage": "emulate_only",
             "threads": args.cores,
             "sync_every": 0,
-            "actions": "none",
+            "actions": {"policy": "none"},
             "pyboy": {"version": version, "window": "null", "render": False},
         },
         "results": results,

@@ -5,8 +5,11 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
+#include "gbx/runtime/action_policy.h"
 #include "gbx/runtime/bench.h"
+#include "gbx/runtime/bench_stages.h"
 #include "test_util.h"
 
 using namespace gbx;
@@ -102,6 +105,7 @@ TEST_CASE("bench writes one sweep JSON with the design's fields") {
     CHECK(s["config"]["rom"]["name"] == "ALU_LOOP");
     CHECK(s["config"]["frames_per_step"] == 2);
     CHECK(s["config"]["stage"] == "reward_only");
+    CHECK(s["config"]["actions"] == json{{"policy", "random"}, {"seed", 1}});  // the default
     REQUIRE(s["results"].size() == 2);
     int i = 0;
     for (const json& res : s["results"]) {
@@ -217,4 +221,124 @@ TEST_CASE("bench and report: bad input gives one-line errors") {
       run_command(tool("gbx-run") + " report '" + (d.path / "missing.json").string() + "'"), 1,
       "missing.json");
   CHECK_FALSE(fs::exists(d.path / "bench"));
+}
+
+// ---- action policies ([F].3) -----------------------------------------------------------------
+
+TEST_CASE("actions random: seeded, different per env and per step, same for any env count") {
+  auto p = ActionPolicy::parse("random", 7);
+  REQUIRE(p.ok());
+  std::vector<int32_t> s0, s1, again, fewer;
+  p->fill(0, 256, s0);
+  p->fill(1, 256, s1);
+  p->fill(0, 256, again);
+  p->fill(0, 16, fewer);
+  CHECK(s0 == again);
+  CHECK(s0 != s1);
+  CHECK(std::vector<int32_t>(s0.begin(), s0.begin() + 16) == fewer);
+  std::set<int32_t> distinct(s0.begin(), s0.end());
+  CHECK(distinct.size() > 128);  // 256 draws of a byte: ~162 distinct values expected
+  for (int32_t a : s0) CHECK((a >= 0 && a <= 255));
+  auto other = ActionPolicy::parse("random", 8);
+  std::vector<int32_t> o0;
+  other->fill(0, 256, o0);
+  CHECK(o0 != s0);
+  CHECK(p->to_json() == json{{"policy", "random"}, {"seed", 7}});
+}
+
+TEST_CASE("actions none: all zero") {
+  auto p = ActionPolicy::parse("none", 7);
+  REQUIRE(p.ok());
+  std::vector<int32_t> a(5, 99);
+  for (int step : {0, 1, 1000}) {
+    p->fill(step, 64, a);
+    CHECK(a == std::vector<int32_t>(64, 0));
+  }
+  CHECK(p->to_json() == json{{"policy", "none"}});
+}
+
+TEST_CASE("actions FILE: one byte per env per step, step-major, repeating") {
+  test::TempDir d;
+  const fs::path f = d.path / "actions.bin";
+  {
+    std::ofstream out(f, std::ios::binary);
+    for (int i = 0; i < 10; ++i) out.put((char)(i * 16 + 1));
+  }
+  auto p = ActionPolicy::parse(f.string(), 0);
+  REQUIRE(p.ok());
+  std::vector<int32_t> a;
+  p->fill(0, 4, a);
+  CHECK(a == std::vector<int32_t>{1, 17, 33, 49});
+  p->fill(1, 4, a);
+  CHECK(a == std::vector<int32_t>{65, 81, 97, 113});
+  p->fill(2, 4, a);  // bytes 8, 9, then the file again
+  CHECK(a == std::vector<int32_t>{129, 145, 1, 17});
+  CHECK(p->to_json() == json{{"policy", "file"}, {"file", f.string()}, {"bytes", 10}});
+
+  const fs::path empty = d.path / "empty.bin";
+  std::ofstream(empty).close();
+  auto e = ActionPolicy::parse(empty.string(), 0);
+  REQUIRE_FALSE(e.ok());
+  CHECK(e.error().kind == ErrorKind::Input);
+  auto m = ActionPolicy::parse((d.path / "missing.bin").string(), 0);
+  REQUIRE_FALSE(m.ok());
+  CHECK(m.error().message.find("missing.bin") != std::string::npos);
+}
+
+TEST_CASE("bench --actions: recorded in the sweep, FILE read, bad FILE is one line") {
+  test::TempDir d;
+  const fs::path actions = d.path / "a.bin";
+  {
+    std::ofstream out(actions, std::ios::binary);
+    for (int i = 0; i < 64; ++i) out.put((char)i);
+  }
+  const std::string bench = tool("gbx-run") +
+                            " bench --backend cpu --rom builtin:JOYPAD_IRQ --envs 4 --steps 3 "
+                            "--warmup-steps 1 --threads 1 --out '" +
+                            d.path.string() + "' ";
+  struct Case {
+    std::string args;
+    json want;
+  };
+  for (const Case& c :
+       {Case{"--actions none", json{{"policy", "none"}}},
+        Case{"--actions random --seed 42", json{{"policy", "random"}, {"seed", 42}}},
+        Case{"--actions '" + actions.string() + "'",
+             json{{"policy", "file"}, {"file", actions.string()}, {"bytes", 64}}}}) {
+    CAPTURE(c.args);
+    const fs::path out = d.path / "s.json";
+    const auto r = run_command(bench + c.args + " --json '" + out.string() + "'");
+    CAPTURE(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.output.find("actions " + c.want["policy"].get<std::string>()) != std::string::npos);
+    CHECK(read_json(out)["config"]["actions"] == c.want);
+  }
+  check_one_line_error(run_command(bench + "--actions '" + (d.path / "nope.bin").string() + "'"), 1,
+                       "nope.bin");
+  const fs::path empty = d.path / "empty.bin";
+  std::ofstream(empty).close();
+  check_one_line_error(run_command(bench + "--actions '" + empty.string() + "'"), 1, "empty");
+}
+
+TEST_CASE("bench-stages: @tN variants and actions") {
+  auto v = parse_stage_variant("obs_only:pixels@t2");
+  REQUIRE(v.ok());
+  CHECK(v->threads == 2);
+  CHECK(v->stage == Stage::ObsOnly);
+  CHECK(v->obs == ObsKind::Pixels);
+  CHECK(parse_stage_variant("emulate_only")->threads == -1);
+  for (const std::string bad :
+       {"emulate_only@", "emulate_only@2", "emulate_only@t0", "emulate_only@tx", "nope@t1"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse_stage_variant(bad).ok());
+  }
+  const auto r = run_command(tool("gbx-run") +
+                             " bench-stages --rom builtin:ALU_LOOP --envs 4 --frames-per-step 1 "
+                             "--rounds 2 --steps-per-round 1 --warmup-steps 0 --variants "
+                             "emulate_only@t1 emulate_only@t2 --actions none");
+  CAPTURE(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("emulate_only@t2") != std::string::npos);
+  CHECK(r.output.find("actions none") != std::string::npos);
+  CHECK(r.output.find("frames/cpu-s") != std::string::npos);
 }

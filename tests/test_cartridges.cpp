@@ -647,3 +647,80 @@ TEST_CASE("rtc_lock is a synthesis parameter: its own source, key and canonical 
   // The manifest names the memory-read entry point; the engine looks it up by role.
   CHECK(locked->extra_entry_points.at("read_memory") == "gbx_read_memory");
 }
+
+// MBC1 edge cases on a small cartridge (Pan Docs "MBC1"; gekkio, "Game Boy: Complete
+// Technical Reference", MBC1): the registers are decoded by A13-A14 only, so any address in
+// a register's range writes it; RAMG enables on a low nibble of 0xA whatever the high one;
+// the 00 -> 01 translation looks at the 5-bit BANK1 register, not the bank after masking to
+// the ROM size (0x10 on a 16-bank ROM is bank 0 in 4000-7FFF); mode 1 banks the RAM with
+// BANK2 and would bank 0000-3FFF too, but BANK2 << 5 is beyond a 256 KiB ROM (bank 0 there).
+TEST_CASE("MBC1 on a 256 KiB ROM: register decoding, RAMG low nibble, BANK1 zero check, modes") {
+  Asm a;
+  put(a, 0x3FFF, 0x13);  // BANK1 = 0x13: bank 3 (16 banks)
+  copy(a, 0x6000, 0xC000);
+  put(a, 0x2000, 0x20);  // BANK1 = 0x00 (5 bits): bank 1
+  copy(a, 0x6000, 0xC001);
+  put(a, 0x2ABC, 0x10);  // BANK1 = 0x10: not zero, so no translation; masked to bank 0
+  copy(a, 0x6000, 0xC002);
+  put(a, 0x2000, 0x01);
+  put(a, 0x1FFF, 0xFA);  // RAMG low nibble A: enabled
+  put(a, 0xA000, 0x77);
+  copy(a, 0xA000, 0xC003);
+  put(a, 0x0123, 0x0B);  // disabled
+  copy(a, 0xA000, 0xC004);
+  put(a, 0x1000, 0x0A);
+  put(a, 0x7FFF, 0x01);  // mode 1
+  put(a, 0x5FFF, 0x02);  // BANK2 = 2: RAM bank 2
+  put(a, 0xA000, 0x22);
+  copy(a, 0x2000, 0xC005);  // 0000-3FFF: bank (2 << 5) & 15 = 0
+  copy(a, 0x6000, 0xC006);  // 4000-7FFF: (2 << 5 | 1) & 15 = 1
+  put(a, 0x4000, 0x00);
+  copy(a, 0xA000, 0xC007);  // RAM bank 0
+  put(a, 0x4000, 0x02);
+  put(a, 0x6000, 0x00);  // mode 0: RAM bank 0 whatever BANK2 says
+  copy(a, 0xA000, 0xC008);
+  put(a, 0x6000, 0x01);
+  copy(a, 0xA000, 0xC009);  // mode 1 again: bank 2
+  finish(a);
+  gbx::RomSpec s;
+  s.cart_type = 0x03;      // MBC1+RAM+BATTERY
+  s.rom_size_code = 0x03;  // 256 KiB, 16 banks
+  s.ram_size_code = 0x03;  // 32 KiB, 4 banks
+  mark_banks(s, 16);
+  auto be = run(load(build(s, a), "mbc1_small"), 2);
+  const Bytes m = mem(*be, 0xC000, 0xC00A);
+  CHECK(m[0] == 3);
+  CHECK(m[1] == 1);
+  CHECK(m[2] == 0);
+  CHECK(m[3] == 0x77);
+  CHECK(m[4] == 0xFF);
+  CHECK(m[5] == 0);
+  CHECK(m[6] == 1);
+  CHECK(m[7] == 0x77);
+  CHECK(m[8] == 0x77);
+  CHECK(m[9] == 0x22);
+}
+
+// MBC2 (Pan Docs "MBC2"): in 0000-3FFF address bit 8 picks the register anywhere in the range
+// (3FFF: ROMB), ROMB is 4 bits with 0 -> 1, and 4000-7FFF is not decoded at all.
+TEST_CASE("MBC2: ROMB 4 bits with the zero check, 4000-7FFF not decoded") {
+  Asm a;
+  put(a, 0x3FFF, 0x13);  // bit 8 set: ROMB = 3
+  copy(a, 0x6000, 0xC000);
+  put(a, 0x2100, 0x10);  // ROMB = 0 -> bank 1
+  copy(a, 0x6000, 0xC001);
+  put(a, 0x2100, 0x05);
+  put(a, 0x4100, 0x02);  // ignored
+  put(a, 0x6100, 0x03);  // ignored
+  copy(a, 0x6000, 0xC002);
+  finish(a);
+  gbx::RomSpec s;
+  s.cart_type = 0x05;      // MBC2
+  s.rom_size_code = 0x03;  // 256 KiB, 16 banks
+  mark_banks(s, 16);
+  auto be = run(load(build(s, a), "mbc2_romb"), 2);
+  const Bytes m = mem(*be, 0xC000, 0xC003);
+  CHECK(m[0] == 3);
+  CHECK(m[1] == 1);
+  CHECK(m[2] == 5);
+}

@@ -61,6 +61,46 @@ TEST_CASE("bad ROMs give one-line errors") {
   check_one_line_error(run_command(tool("gbx-run") + " run --rom builtin:NOPE"), 1, "NOPE");
 }
 
+TEST_CASE("refused cartridges write nothing: camera 0xFC, HuC3 0xFE, CGB-only") {
+  test::TempDir d;
+  auto write_rom = [&](const char* name, uint8_t type, uint8_t cgb) {
+    RomSpec spec;
+    spec.cart_type = type;
+    spec.program = {0x18, 0xFE};
+    auto bytes = try_build_rom(spec);
+    REQUIRE(bytes.ok());
+    std::vector<uint8_t> b = bytes.value();
+    b[0x143] = cgb;
+    uint8_t sum = 0;  // header checksum over 0x134-0x14C
+    for (int i = 0x134; i <= 0x14C; ++i) sum = (uint8_t)(sum - b[i] - 1);
+    b[0x14D] = sum;
+    write_file(d.path / name, b);
+    return d.path / name;
+  };
+  const struct {
+    std::filesystem::path rom;
+    std::string needle;
+  } cases[] = {
+      {write_rom("camera.gb", 0xFC, 0x00), "unsupported cartridge type 0xFC (POCKET CAMERA)"},
+      {write_rom("huc3.gb", 0xFE, 0x00), "unsupported cartridge type 0xFE (HuC3)"},
+      {write_rom("cgb.gb", 0x00, 0xC0), "CGB-only cartridge (0x143 = 0xC0)"},
+  };
+  const auto out = [&](const char* f) { return (d.path / f).string(); };
+  for (const auto& c : cases) {
+    check_one_line_error(
+        run_command(run_rom(c.rom, "--save-state " + out("s.gbxs") + " --screenshot " +
+                                       out("s.png") + " --sav " + out("s.sav"))),
+        1, c.needle);
+    CHECK(!std::filesystem::exists(out("s.gbxs")));
+    CHECK(!std::filesystem::exists(out("s.png")));
+    CHECK(!std::filesystem::exists(out("s.sav")));
+    check_one_line_error(
+        run_command(tool("gbx-run") + " verify --rom '" + c.rom.string() + "' --out " + out("v")),
+        2, c.needle);
+    CHECK(!std::filesystem::exists(out("v")));
+  }
+}
+
 TEST_CASE("bad CLI values give one-line errors with exit code 2") {
   check_one_line_error(run_command(tool("gbx-run") + " run --envs 0"), 2, "--envs");
   const auto huge = run_command(tool("gbx-run") + " run --envs 100000000");

@@ -12,6 +12,7 @@
 
 #include "failure_counter.h"
 #include "gbx/engine/cuda_driver.h"
+#include "gbx/runtime/asm.h"
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/cuda_backend.h"
 #include "gbx/runtime/rom_builder.h"
@@ -116,6 +117,48 @@ void check_same_memory(Backend& ref, Backend& dut, int env) {
         dut.read_memory(env, 0xC000, 0xC010).value());
 }
 
+// The bulk host reads (one copy each on cuda): every output byte of every env, and every
+// env's registers, equal to cpu's.
+void check_same_bulk(Backend& ref, Backend& dut) {
+  auto r = ref.outputs();
+  auto d = dut.outputs();
+  REQUIRE(r.ok());
+  REQUIRE_MESSAGE(d.ok(), (d.ok() ? "" : d.error().message));
+  REQUIRE(d->bytes == r->bytes);
+  REQUIRE(d->sections.size() == r->sections.size());
+  for (const OutputSection& sec : d->sections) {  // the padding between sections is no output
+    CAPTURE(sec.name);
+    const OutputSection* rs = r->find(sec.name);
+    REQUIRE(rs);
+    REQUIRE(rs->offset == sec.offset);
+    const size_t n = sec.bytes_per_env * (size_t)dut.num_envs();
+    CHECK(std::vector<uint8_t>(d->data + sec.offset, d->data + sec.offset + n) ==
+          std::vector<uint8_t>(r->data + sec.offset, r->data + sec.offset + n));
+  }
+  auto rs = ref.cpu_states();
+  auto ds = dut.cpu_states();
+  REQUIRE(rs.ok());
+  REQUIRE_MESSAGE(ds.ok(), (ds.ok() ? "" : ds.error().message));
+  REQUIRE(ds->size() == (size_t)dut.num_envs());
+  // (check_same_state compared every env's per-env read with cpu's already.)
+  for (int env = 0; env < dut.num_envs(); ++env) {
+    CAPTURE(env);
+    const CpuState& a = (*ds)[env];
+    const CpuState& b = (*rs)[env];
+    for (const CpuState* x : {&b}) {
+      CHECK(a.pc == x->pc);
+      CHECK(a.sp == x->sp);
+      CHECK((a.a == x->a && a.f == x->f && a.b == x->b && a.c == x->c && a.d == x->d &&
+             a.e == x->e && a.h == x->h && a.l == x->l));
+      CHECK((a.ime == x->ime && a.run_state == x->run_state));
+      CHECK(a.cycle_count == x->cycle_count);
+      CHECK(a.instr_count == x->instr_count);
+      CHECK((a.trap_kind == x->trap_kind && a.trap_pc == x->trap_pc &&
+             a.trap_opcode == x->trap_opcode));
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("cuda matches cpu after 30+ frames of 256 envs on every built-in ROM") {
@@ -140,6 +183,7 @@ TEST_CASE("cuda matches cpu after 30+ frames of 256 envs on every built-in ROM")
     REQUIRE(cuda->sync().ok());
     for (int env = 0; env < envs; ++env) check_same_state(*cpu, *cuda, env);
     for (int env : {0, 1, 2, envs / 2, envs - 1}) check_same_memory(*cpu, *cuda, env);
+    check_same_bulk(*cpu, *cuda);
     if (!br.expected_serial.empty())
       CHECK(cuda->serial_output(envs - 1).value() == br.expected_serial);
     ++roms;
@@ -528,4 +572,105 @@ TEST_CASE("gbx-run run --backend cuda --save-state / --load-state round trip") {
   auto bad = test::run_command(run + "--backend cuda --frames 1 --load-state " + p("none.gbxs"));
   CHECK(bad.exit_code != 0);
   CHECK(bad.output.find("error: ") != std::string::npos);
+}
+
+TEST_CASE("battery RAM (--sav) on cuda: loaded into every env and at reset, read back as cpu") {
+  if (!have_device()) return;
+  // MBC3+TIMER+RAM+BATTERY: enables the RAM, increments A000, disables it, spins.
+  Asm a;
+  a.op("LD A,d8", 0x0A).op("LD (a16),A", 0x0000);
+  a.op("LD HL,d16", 0xA000).op("INC (HL)");
+  a.op("LD A,d8", 0x00).op("LD (a16),A", 0x0000);
+  a.label("end").op("JR r8", "end");
+  RomSpec spec;
+  spec.cart_type = 0x10;
+  spec.rom_size_code = 0x01;
+  spec.ram_size_code = 0x02;  // 8 KiB
+  REQUIRE(a.place(spec).ok());
+  auto bytes = try_build_rom(spec);
+  REQUIRE(bytes.ok());
+  auto rom = rom_from_bytes("battery.gb", *bytes);
+  REQUIRE(rom.ok());
+  BatterySave save;
+  save.ram.assign(8192, 0);
+  for (size_t i = 0; i < save.ram.size(); ++i) save.ram[i] = (uint8_t)(i * 7);
+  save.ram[0] = 41;
+  save.has_rtc = true;
+  const uint8_t live[5] = {12, 34, 5, 6, 0}, latched[5] = {1, 2, 3, 4, 0};
+  std::copy_n(live, 5, save.rtc_live);
+  std::copy_n(latched, 5, save.rtc_latched);
+
+  BackendConfig cfg;
+  cfg.num_envs = 40;
+  auto cpu = make("cpu", *rom, cfg);
+  auto cuda = make("cuda", *rom, cfg);
+  REQUIRE(cpu->load_battery(save).ok());
+  const Status loaded = cuda->load_battery(save);
+  REQUIRE_MESSAGE(loaded.ok(), (loaded.ok() ? "" : loaded.error().message));
+  auto same_battery = [&](int env) {
+    CAPTURE(env);
+    const BatterySave c = cpu->read_battery(env).value();
+    const BatterySave g = cuda->read_battery(env).value();
+    CHECK(g.ram == c.ram);
+    CHECK(g.has_rtc == c.has_rtc);
+    CHECK(std::vector<uint8_t>(g.rtc_live, g.rtc_live + 5) ==
+          std::vector<uint8_t>(c.rtc_live, c.rtc_live + 5));
+    CHECK(std::vector<uint8_t>(g.rtc_latched, g.rtc_latched + 5) ==
+          std::vector<uint8_t>(c.rtc_latched, c.rtc_latched + 5));
+    return g;
+  };
+  CHECK(same_battery(39).ram == save.ram);  // loaded into the running envs
+  for (int s = 0; s < 2; ++s) {
+    REQUIRE(cpu->step({}).ok());
+    REQUIRE(cuda->step({}).ok());
+  }
+  for (int env : {0, 39}) {
+    const BatterySave g = same_battery(env);
+    CHECK(g.ram[0] == 42);
+    CHECK(g.ram[1] == 7);
+    CHECK(cuda->read_memory_raw(env, 0xA000, 0xA002).value() == std::vector<uint8_t>{42, 7});
+    CHECK(cuda->read_memory(env, 0xA000, 0xA002).value() ==
+          std::vector<uint8_t>{0xFF, 0xFF});  // disabled again by the program
+  }
+  // A reset brings the battery contents back (the reset image took them).
+  std::vector<uint8_t> mask(40, 0);
+  mask[3] = 1;
+  REQUIRE(cpu->reset(mask).ok());
+  REQUIRE(cuda->reset(mask).ok());
+  CHECK(same_battery(3).ram[0] == 41);
+  CHECK(same_battery(4).ram[0] == 42);
+  // Battery RAM needs the dmg memory model.
+  BackendConfig flat = cfg;
+  flat.memory_model = MemoryModel::Flat64k;
+  flat.run_mode = RunMode::Instructions;
+  flat.stage = Stage::EmulateOnly;
+  flat.num_envs = 16;
+  auto cuda_flat = make("cuda", *rom, flat);
+  CHECK_FALSE(cuda_flat->load_battery(save).ok());
+}
+
+TEST_CASE("memory reads run the kernel's gbx_read_memory on the device, out of range refused") {
+  if (!have_device()) return;
+  auto rom = load_rom("builtin:MEM_RWB");
+  REQUIRE(rom.ok());
+  BackendConfig cfg;
+  cfg.num_envs = 5;
+  auto cpu = make("cpu", *rom, cfg);
+  auto cuda = make("cuda", *rom, cfg);
+  for (int s = 0; s < 3; ++s) {
+    REQUIRE(cpu->step({}).ok());
+    REQUIRE(cuda->step({}).ok());
+  }
+  for (auto [lo, hi] : {std::pair{0xC000u, 0xC001u}, {0xFF00u, 0x10000u}, {0u, 0x10000u}})
+    for (bool raw : {false, true}) {
+      CAPTURE(lo);
+      CAPTURE(raw);
+      auto d = raw ? cuda->read_memory_raw(4, lo, hi) : cuda->read_memory(4, lo, hi);
+      auto r = raw ? cpu->read_memory_raw(4, lo, hi) : cpu->read_memory(4, lo, hi);
+      REQUIRE(d.ok());
+      CHECK(*d == *r);
+    }
+  CHECK_FALSE(cuda->read_memory(5, 0, 1).ok());
+  CHECK_FALSE(cuda->read_memory(0, 0x10, 0x10).ok());
+  CHECK_FALSE(cuda->read_memory(0, 0, 0x10001).ok());
 }

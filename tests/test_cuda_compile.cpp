@@ -79,22 +79,6 @@ std::string read_text(const std::filesystem::path& p) {
   return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
-// Sets an environment variable for one scope.
-struct ScopedEnv {
-  std::string name;
-  std::optional<std::string> old;
-  ScopedEnv(std::string n, const std::string& value) : name(std::move(n)) {
-    if (const char* v = std::getenv(name.c_str())) old = v;
-    setenv(name.c_str(), value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old)
-      setenv(name.c_str(), old->c_str(), 1);
-    else
-      unsetenv(name.c_str());
-  }
-};
-
 }  // namespace
 
 TEST_CASE("generated CUDA kernels include no headers, so NVRTC needs none at run time") {
@@ -144,7 +128,7 @@ TEST_CASE("keys: 4 stages x 2 devices give 8 distinct keys (generation only)") {
   CHECK(*kb != *kc);
   CHECK(cuda_kernel_key(bundle(), full, a).value() == *ka);  // deterministic
   {
-    ScopedEnv env("NVRTC_APPEND_FLAGS", "-DGBX_TEST_FLAG=1");
+    test::ScopedEnv env("NVRTC_APPEND_FLAGS", "-DGBX_TEST_FLAG=1");
     auto kenv = cuda_kernel_key(bundle(), full, a);
     REQUIRE(kenv.ok());
     CHECK(*kenv != *ka);
@@ -425,7 +409,7 @@ TEST_CASE("cuda backend and gbx-run without a device: NoDevice in one line, noth
     return;
   }
   test::TempDir dir;
-  ScopedEnv env("GBX_CACHE_DIR", dir.path.string());
+  test::ScopedEnv env("GBX_CACHE_DIR", dir.path.string());
   auto rom = load_rom("builtin:ALU_LOOP");
   REQUIRE(rom.ok());
   BackendConfig cfg;

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -252,6 +253,71 @@ TEST_CASE("two non-blocking streams touching one buffer without an edge abort") 
   });
   CAPTURE(disjoint.err);
   CHECK(disjoint.exit_code == 0);
+}
+
+TEST_CASE("page-locked memory: async copies land at the sync, in-flight sources stay put") {
+  CudaContext& ctx = context();
+  const CudaDriver& d = ctx.driver();
+  auto buf = DeviceBuffer::alloc(ctx, 64);
+  REQUIRE(buf.ok());
+  auto s = CudaStream::create(ctx);
+  REQUIRE(s.ok());
+  auto pinned = PinnedBuffer::alloc(ctx, 64);
+  REQUIRE(pinned.ok());
+  uint8_t* h = pinned->data();
+  for (int i = 0; i < 64; ++i) h[i] = (uint8_t)i;
+  REQUIRE(buf->upload(h, 64, 0, s->get()).ok());
+  REQUIRE(s->synchronize().ok());  // the source may change only now
+  std::fill(h, h + 64, 0);
+  REQUIRE(buf->download(h, 64, 0, s->get()).ok());
+  // Not synchronised yet: on a GPU the bytes may not be there; the double poisons them.
+  CHECK(h[5] == 0xCD);
+  REQUIRE(s->synchronize().ok());
+  CHECK(h[5] == 5);
+  CHECK(h[63] == 63);
+  // Pageable destinations are staged by the driver: there at the call's return.
+  std::vector<uint8_t> pageable(64, 0);
+  REQUIRE(buf->download(pageable.data(), 64, 0, s->get()).ok());
+  CHECK(pageable[7] == 7);
+  REQUIRE(s->synchronize().ok());
+
+  Child rewrite = in_child([&] {
+    auto s2 = CudaStream::create(ctx);
+    (void)buf->upload(h, 64, 0, s2->get());
+    h[0] = 99;  // the copy may not have read it yet
+    (void)s2->synchronize();
+  });
+  CAPTURE(rewrite.err);
+  CHECK(rewrite.signal == SIGABRT);
+  CHECK(has(rewrite.err, "rewrote page-locked memory"));
+  CHECK(has(rewrite.err, "cuMemcpyHtoDAsync of 64 bytes"));
+
+  Child freed = in_child([&] {
+    auto s2 = CudaStream::create(ctx);
+    auto p2 = PinnedBuffer::alloc(ctx, 64);
+    (void)buf->download(p2->data(), 64, 0, s2->get());
+    *p2 = PinnedBuffer();  // cuMemFreeHost with the copy not known complete
+  });
+  CAPTURE(freed.err);
+  CHECK(freed.signal == SIGABRT);
+  CHECK(has(freed.err, "cuMemFreeHost"));
+  CHECK(d.cuMemFreeHost(&pageable[0]) == CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_CASE("every __global__ function of a module is launchable with its own parameters") {
+  CudaBackend& be = backend();
+  CudaContext& ctx = context();
+  auto m = CudaModule::load(ctx, be.kernel().image,
+                            be.kernel().target.cubin ? ModuleImage::Cubin : ModuleImage::Ptx);
+  REQUIRE(m.ok());
+  CHECK(m->function("gbx_step").ok());
+  CHECK(m->function("gbx_read_memory").ok());
+  CHECK_FALSE(m->function("gbx_no_such_kernel").ok());
+  // ROM bytes through gbx_read_memory: six parameters, two of them device pointers.
+  REQUIRE(be.sync().ok());
+  auto rom = be.read_memory(3, 0x0100, 0x0104);
+  REQUIRE(rom.ok());
+  CHECK(*rom == std::vector<uint8_t>{0x00, 0xC3, 0x50, 0x01});  // design section 6
 }
 
 TEST_CASE("a kernel handed a freed buffer aborts naming the parameter") {

@@ -311,28 +311,8 @@ TEST_CASE("arch numbers and device target selection") {
   CHECK(real->cubin);
 }
 
-namespace {
-
-// Sets an environment variable for one scope.
-struct ScopedEnv {
-  std::string name;
-  std::optional<std::string> old;
-  ScopedEnv(std::string n, const std::string& value) : name(std::move(n)) {
-    if (const char* v = std::getenv(name.c_str())) old = v;
-    setenv(name.c_str(), value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old)
-      setenv(name.c_str(), old->c_str(), 1);
-    else
-      unsetenv(name.c_str());
-  }
-};
-
-}  // namespace
-
 TEST_CASE("NVRTC search order: an explicit library is the only candidate") {
-  ScopedEnv only("GBX_NVRTC_LIBRARY", "/opt/somewhere/libnvrtc.so.13");
+  test::ScopedEnv only("GBX_NVRTC_LIBRARY", "/opt/somewhere/libnvrtc.so.13");
   auto c = nvrtc_search_candidates();
   REQUIRE(c.size() == 1);
   CHECK(c[0].first == "/opt/somewhere/libnvrtc.so.13");
@@ -340,8 +320,8 @@ TEST_CASE("NVRTC search order: an explicit library is the only candidate") {
 }
 
 TEST_CASE("NVRTC search order: GBX_NVRTC_NO_TOOLKIT drops the toolkit, keeps the rest") {
-  ScopedEnv no_explicit("GBX_NVRTC_LIBRARY", "");
-  ScopedEnv no_toolkit("GBX_NVRTC_NO_TOOLKIT", "1");
+  test::ScopedEnv no_explicit("GBX_NVRTC_LIBRARY", "");
+  test::ScopedEnv no_toolkit("GBX_NVRTC_NO_TOOLKIT", "1");
   auto c = nvrtc_search_candidates();
   bool soname13 = false;
   for (const auto& [place, origin] : c) {
@@ -359,8 +339,8 @@ TEST_CASE("NVRTC search order: a wheel in $VIRTUAL_ENV is found") {
     std::FILE* f = std::fopen((lib / "libnvrtc.so.13").c_str(), "w");
     std::fclose(f);
   }
-  ScopedEnv no_explicit("GBX_NVRTC_LIBRARY", "");
-  ScopedEnv v("VIRTUAL_ENV", venv.path.string());
+  test::ScopedEnv no_explicit("GBX_NVRTC_LIBRARY", "");
+  test::ScopedEnv v("VIRTUAL_ENV", venv.path.string());
   bool found = false;
   for (const auto& [place, origin] : nvrtc_search_candidates())
     found |= place == (lib / "libnvrtc.so.13").string() && origin == "python wheel ($VIRTUAL_ENV)";

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 
 #include "gbx/runtime/backend.h"
@@ -323,4 +324,63 @@ TEST_CASE("pixels: save states carry the framebuffer") {
   CHECK(b->read_screen(1).value() == saved);  // loaded, before any step
   REQUIRE(b->step({}).ok());
   CHECK(b->read_screen(1).value() == later);
+}
+
+TEST_CASE("pixels: gbx-run testrom --expect-png: the screen at LD B,B against a PNG") {
+  // The still scenes end with LD B,B and the mooneye registers after three frames.
+  test::TempDir d;
+  const std::vector<std::string> scenes = {"ppu_bg_scroll", "ppu_window", "ppu_sprites",
+                                           "ppu_sprites_8x16", "ppu_raster_scx"};
+  std::string roms;
+  for (const auto& name : scenes) {
+    auto bytes = build_ppu_rom(name);
+    REQUIRE(bytes.ok());
+    const auto path = d.path / (name + ".gb");
+    std::ofstream(path, std::ios::binary)
+        .write((const char*)bytes->data(), (std::streamsize)bytes->size());
+    roms += " '" + path.string() + "'";
+  }
+  const std::string testrom = test::tool("gbx-run") + " testrom --frames 20 ";
+  // A folder of goldens: each ROM is paired with <its name>.png there.
+  auto all = test::run_command(testrom + "--expect-png '" + kData.string() + "'" + roms);
+  CAPTURE(all.output);
+  CHECK(all.exit_code == 0);
+  for (const auto& name : scenes)
+    CHECK(all.output.find("PASS  " + (d.path / (name + ".gb")).string() +
+                          "  (image: screen at LD B,B") != std::string::npos);
+  CHECK(all.output.find("5 passed, 0 failed") != std::string::npos);
+  CHECK(test::count_lines(all.output) == 6);
+
+  // One ROM, one file; the wrong picture fails with the first differing pixel. The window
+  // scene's top-left is BG tile 0 (shade 0); ppu_bg_scroll.png starts with SCX 3 / SCY 5 on
+  // the diagonal map, tile (0,0) = colour 0 until x = 5, then tile (1,0) = colour 1.
+  const std::string window = "'" + (d.path / "ppu_window.gb").string() + "'";
+  auto wrong = test::run_command(testrom + window + " --expect-png '" +
+                                 (kData / "ppu_bg_scroll.png").string() + "'");
+  CAPTURE(wrong.output);
+  CHECK(wrong.exit_code == 1);
+  CHECK(wrong.output.find("FAIL  ") != std::string::npos);
+  CHECK(wrong.output.find("first at x=5 y=0: shade 0, want 1") != std::string::npos);
+  CHECK(wrong.output.find("0 passed, 1 failed") != std::string::npos);
+
+  // Not the screen's size, or no PNG at all: that ROM fails with the reason.
+  GreyImage small;
+  small.width = 80;
+  small.height = 72;
+  small.pixels.assign(80 * 72, 0xFF);
+  const auto small_png = (d.path / "small.png").string();
+  REQUIRE(write_png(small_png, small).ok());
+  auto sized = test::run_command(testrom + window + " --expect-png " + small_png);
+  CHECK(sized.exit_code == 1);
+  CHECK(sized.output.find("is 80x72, not the 160x144 screen") != std::string::npos);
+  auto none =
+      test::run_command(testrom + window + " --expect-png " + (d.path / "none.png").string());
+  CHECK(none.exit_code == 1);
+  CHECK(none.output.find("none.png") != std::string::npos);
+  CHECK(none.output.find("0 passed, 1 failed") != std::string::npos);
+  // A file for several ROMs is a usage error.
+  auto usage = test::run_command(testrom + roms + " --expect-png " + small_png);
+  CHECK(usage.exit_code == 2);
+  CHECK(test::count_lines(usage.output) == 1);
+  CHECK(usage.output.rfind("error: --expect-png FILE takes one ROM", 0) == 0);
 }

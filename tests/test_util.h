@@ -2,7 +2,9 @@
 // Shared helpers for the doctest suites.
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -49,5 +51,21 @@ inline int count_lines(const std::string& s) {
   for (char c : s) n += c == '\n';
   return n;
 }
+
+// Sets an environment variable for one scope.
+struct ScopedEnv {
+  std::string name;
+  std::optional<std::string> old;
+  ScopedEnv(std::string n, const std::string& value) : name(std::move(n)) {
+    if (const char* v = std::getenv(name.c_str())) old = v;
+    setenv(name.c_str(), value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old)
+      setenv(name.c_str(), old->c_str(), 1);
+    else
+      unsetenv(name.c_str());
+  }
+};
 
 }  // namespace gbx::test

@@ -33,11 +33,14 @@ struct BenchCli {
   int device_index = 0;
   int block_size = 0;
   std::string label;
+  std::string actions = "random";
+  unsigned long long action_seed = 1;
   std::string json_path;
   std::string out = "artifacts";
   bool verbose = false;
   bool rtc_lock = false;
   std::string layout = "env_major";
+  std::string specialize = "off";
 };
 
 struct ReportCli {
@@ -82,7 +85,10 @@ int cmd_bench(const BenchCli& c) {
   o.block_size = c.block_size;
   o.device_index = c.device_index;
   o.label = c.label;
+  o.actions = c.actions;
+  o.action_seed = c.action_seed;
   o.verbose = c.verbose;
+  o.specialize = c.specialize;
   // A live line on a terminal; in a log, one line per finished env count.
   const bool tty = isatty(STDERR_FILENO);
   if (tty) o.progress = [](const std::string& l) { std::fprintf(stderr, "\r%s\033[K", l.c_str()); };
@@ -125,13 +131,16 @@ int cmd_bench_stages(StagesCli& c) {
   }
   auto res = run_interleaved_bench(c.o);
   if (!res) return tool::fail(res.error());
-  std::printf("rom %s  backend %s  envs %d  frames/step %d  %d rounds x %d steps, interleaved\n",
-              c.o.rom.c_str(), c.o.backend.c_str(), c.o.envs, c.o.frames_per_step, c.o.rounds,
-              c.o.steps_per_round);
-  std::printf("%-28s %14s %10s %12s\n", "variant", "frames/s", "seconds", "vs first");
+  std::printf(
+      "rom %s  backend %s  envs %d  frames/step %d  actions %s  %d rounds x %d steps, "
+      "interleaved\n",
+      c.o.rom.c_str(), c.o.backend.c_str(), c.o.envs, c.o.frames_per_step, c.o.actions.c_str(),
+      c.o.rounds, c.o.steps_per_round);
+  std::printf("%-28s %14s %10s %12s %10s %14s\n", "variant", "frames/s", "seconds", "vs first",
+              "cpu s", "frames/cpu-s");
   for (const auto& r : res.value())
-    std::printf("%-28s %14.0f %10.3f %11.3fx\n", r.label.c_str(), r.frames_per_sec, r.seconds,
-                r.ratio_to_first);
+    std::printf("%-28s %14.0f %10.3f %11.3fx %10.3f %14.0f\n", r.label.c_str(), r.frames_per_sec,
+                r.seconds, r.ratio_to_first, r.cpu_seconds, r.frames_per_cpu_second);
   return 0;
 }
 
@@ -183,7 +192,15 @@ void register_bench(CLI::App& app, Commands& cmds) {
   c->add_option("--block-size", b.block_size,
                 "cuda threads per block, a multiple of 32 (0 = chosen from the device)")
       ->capture_default_str();
+  c->add_option("--specialize", b.specialize,
+                "cpu: off | profile:FILE | auto[:N] (ROM-specialized kernel)")
+      ->capture_default_str();
   c->add_option("--label", b.label, "sweep name in reports (default: backend, -tN with --threads)");
+  c->add_option("--actions", b.actions,
+                "random (a seeded random joypad byte per env per step) | none (all 0: envs "
+                "in lockstep) | FILE (raw bytes, one per env per step, step-major, repeated)")
+      ->capture_default_str();
+  c->add_option("--seed", b.action_seed, "seed of --actions random")->capture_default_str();
   c->add_option("--json", b.json_path, "write the sweep here instead of OUT/bench/");
   c->add_option("--out", b.out, "output root")->capture_default_str();
   c->add_flag("--rtc-lock", b.rtc_lock, "freeze cartridge clocks (MBC3 RTC)");
@@ -208,8 +225,12 @@ void register_bench(CLI::App& app, Commands& cmds) {
       ->capture_default_str();
   sc->add_option("--warmup-steps", st.o.warmup_steps, "untimed steps per variant")
       ->capture_default_str();
-  sc->add_option("--variants", st.variants, "stage[:obs[:format]] ..., the first is the baseline")
+  sc->add_option("--variants", st.variants,
+                 "stage[:obs[:format]][@tN] ..., the first is the baseline; @tN: N threads")
       ->capture_default_str();
+  sc->add_option("--actions", st.o.actions, "random | none | FILE (as for bench)")
+      ->capture_default_str();
+  sc->add_option("--seed", st.o.action_seed, "seed of --actions random")->capture_default_str();
   cmds.emplace_back(sc, [] { return cmd_bench_stages(st); });
 
   auto* rc = app.add_subcommand(

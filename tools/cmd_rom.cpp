@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/conformance.h"
+#include "gbx/runtime/ppu_roms.h"
 #include "gbx/runtime/rom.h"
 #include "gbx/runtime/rom_builder.h"
 #include "tool_common.h"
@@ -31,6 +32,20 @@ int cmd_rom_build(const RomBuildOptions& o) {
     if (!f) return tool::fail(make_error(ErrorKind::Input, "cannot write " + path.string()));
     std::printf("%-14s %7zu bytes  %s  %s\n", r.name.c_str(), bytes.size(), path.string().c_str(),
                 r.description.c_str());
+  }
+  // The renderer's scenes (tests/test_pixels.cpp): their goldens are tests/data/<name>.png,
+  // so `gbx-run testrom --expect-png tests/data OUT/ppu_*.gb` checks them all.
+  for (const std::string& name : ppu_rom_names()) {
+    // builtin:PPU_BENCH is above; the LCD-off scene has no golden (it ends blank).
+    if (name == "ppu_bench" || name == "ppu_lcd_off") continue;
+    auto bytes = build_ppu_rom(name);
+    if (!bytes) return tool::fail(bytes.error());
+    const auto path = std::filesystem::path(o.out) / (name + ".gb");
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(bytes->data()), (std::streamsize)bytes->size());
+    if (!f) return tool::fail(make_error(ErrorKind::Input, "cannot write " + path.string()));
+    std::printf("%-16s %7zu bytes  %s  PPU scene (image test with tests/data/%s.png)\n",
+                name.c_str(), bytes->size(), path.string().c_str(), name.c_str());
   }
   return 0;
 }

@@ -13,6 +13,8 @@
 #include "gbx/runtime/rom.h"
 #include "gbx/runtime/rom_builder.h"
 #include "gbx/runtime/save_state.h"
+#include "gbx/runtime/specialize.h"
+#include "gbx/runtime/verify.h"
 #include "gbx/runtime/screen_image.h"
 #include "gbx/runtime/verify.h"
 #include "tool_common.h"
@@ -49,6 +51,7 @@ struct RunOptions {
   int grid_envs = 0;            // 0: min(envs, 64)
   std::string load_state;       // every env starts from this save state
   std::string save_state;       // env `env`'s state at the end goes here
+  std::string specialize = "off";  // off | profile:FILE | auto[:N] (ROM-specialized kernel)
 };
 
 Status write_screenshots(Backend& be, const RunOptions& o) {
@@ -190,6 +193,8 @@ int cmd_run(const RunOptions& o) {
   cfg.verbose = o.verbose;
   cfg.rtc_lock = o.rtc_lock;
   cfg.layout = *layout;
+  if (auto st = apply_specialize_option(o.specialize, rom.value(), cfg); !st)
+    return tool::fail(st.error());
   auto backend = make_backend(o.backend, rom.value(), cfg);
   if (!backend) return tool::fail(backend.error());
   Backend& be = *backend.value();
@@ -312,6 +317,10 @@ void register_run(CLI::App& app, Commands& cmds) {
       ->capture_default_str();
   r->add_option("--load-state", run.load_state, "save state every env starts from");
   r->add_option("--save-state", run.save_state, "write env --env's state here at the end");
+  r->add_option("--specialize", run.specialize,
+                "cpu: off | profile:FILE (gbx-synth profile) | auto[:N] (profile N frames, "
+                "compile in the background, swap in)")
+      ->capture_default_str();
   cmds.emplace_back(r, [] { return cmd_run(run); });
 }
 

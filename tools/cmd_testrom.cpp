@@ -1,5 +1,7 @@
 // gbx-run testrom: PASS/FAIL per test ROM by the common conventions (runtime/testrom.h).
+#include <cctype>
 #include <cstdio>
+#include <filesystem>
 
 #include "commands.h"
 #include "gbx/runtime/rom.h"
@@ -18,12 +20,25 @@ struct TestRomCli {
   bool verbose = false;
 };
 
+// The PNG an image test compares with: --expect-png FILE for one ROM, or --expect-png DIR
+// for any number, each ROM paired with DIR/<name>.png (<name>: the file name without its
+// extension; for builtin:NAME, NAME in lower case).
+std::string expected_png_for(const std::string& expect, const std::string& rom) {
+  if (expect.empty() || !std::filesystem::is_directory(expect)) return expect;
+  std::string name;
+  if (rom.rfind("builtin:", 0) == 0)
+    for (char ch : rom.substr(8)) name += (char)std::tolower((unsigned char)ch);
+  else
+    name = std::filesystem::path(rom).stem().string();
+  return (std::filesystem::path(expect) / (name + ".png")).string();
+}
+
 int cmd_testrom(const TestRomCli& c) {
   if (c.frames < 1) return tool::fail(make_error(ErrorKind::Usage, "--frames must be at least 1"));
-  if (!c.expect_png.empty())
-    // TODO(dpixels): compare the framebuffer at LD B,B with the PNG once the renderer lands.
+  if (!c.expect_png.empty() && !std::filesystem::is_directory(c.expect_png) && c.roms.size() > 1)
     return tool::fail(make_error(ErrorKind::Usage,
-                                 "--expect-png needs the PPU renderer, which this build lacks"));
+                                 "--expect-png FILE takes one ROM; for several, give a folder "
+                                 "holding <rom name>.png for each"));
   TestRomOptions o;
   o.backend = c.backend;
   o.max_frames = c.frames;
@@ -36,6 +51,7 @@ int cmd_testrom(const TestRomCli& c) {
       ++failed;
       continue;
     }
+    o.expect_png = expected_png_for(c.expect_png, path);
     auto r = run_test_rom(rom.value(), o);
     if (!r) {
       if (r.error().kind == ErrorKind::Usage) return tool::fail(r.error());
@@ -68,7 +84,8 @@ void register_testrom(CLI::App& app, Commands& cmds) {
       ->capture_default_str();
   t->add_option("--backend", cli.backend, "cpu | cuda")->capture_default_str();
   t->add_option("--expect-png", cli.expect_png,
-                "image test: compare the screen at LD B,B with this PNG (not available yet)");
+                "image test: compare the screen at LD B,B with this PNG (one ROM), or with "
+                "DIR/<rom name>.png for each ROM");
   t->add_flag("--verbose", cli.verbose, "backend logs");
   cmds.emplace_back(t, [] { return cmd_testrom(cli); });
 }

@@ -16,6 +16,7 @@ using namespace gbx;
 struct VerifyCli {
   std::string ref = "mgba";
   std::string dut = "cpu";
+  std::string dut_specialize = "off";
   std::string rom = "builtin:ALU_LOOP";
   long long steps = 1024;
   int frames_per_step = 1;
@@ -29,6 +30,7 @@ struct VerifyCli {
   bool rtc_lock = false;
   std::string layout = "env_major";
   std::string dut_layout;
+  bool screen = false;
 };
 
 // Exit codes: 0 match, 1 mismatch (and nothing else, so scripts can rely on it), 2 usage
@@ -61,6 +63,7 @@ int cmd_verify(const VerifyCli& c, const std::vector<std::string>& args) {
   VerifyOptions o;
   o.ref = c.ref;
   o.dut = c.dut;
+  o.dut_specialize = c.dut_specialize;
   o.rom = c.rom;
   o.steps = c.steps;
   o.frames_per_step = c.frames_per_step;
@@ -76,6 +79,7 @@ int cmd_verify(const VerifyCli& c, const std::vector<std::string>& args) {
         "unknown --layout '" + (layout ? c.dut_layout : c.layout) + "' (env_major, interleaved)"));
   o.layout = *layout;
   o.dut_layout = *dut_layout;
+  o.screen = c.screen;
   for (const std::string& r : c.regions) {
     auto region = parse_mem_region(r);
     if (!region) return verify_fail(region.error());
@@ -122,6 +126,9 @@ void register_verify(CLI::App& app, Commands& cmds) {
       "error, 3 no CUDA device, 4 other failure");
   c->add_option("--ref", v.ref, "reference backend: mgba | cpu | cuda")->capture_default_str();
   c->add_option("--dut", v.dut, "backend under test: cpu | cuda")->capture_default_str();
+  c->add_option("--dut-specialize", v.dut_specialize,
+                "the dut's ROM-specialized kernel: off | profile:FILE | auto[:N]")
+      ->capture_default_str();
   c->add_option("--rom", v.rom, "ROM path or builtin:NAME")->capture_default_str();
   c->add_option("--steps", v.steps, "steps to run")->capture_default_str();
   c->add_option("--frames-per-step", v.frames_per_step, "frames per step")->capture_default_str();
@@ -139,6 +146,8 @@ void register_verify(CLI::App& app, Commands& cmds) {
                 "per-env memory layout of the kernels: env_major | interleaved")
       ->capture_default_str();
   c->add_option("--dut-layout", v.dut_layout, "the DUT's layout when it differs from --layout");
+  c->add_flag("--screen", v.screen,
+              "also compare the screens (last complete frame, shades 0-3); both backends draw");
   c->add_option("--stage", v.stage, "emulate_only | reward_only | obs_only | full_step")
       ->capture_default_str();
   c->add_option("--inject-fault", v.fault,

@@ -12,6 +12,7 @@
 #include "gbx/engine/cuda_driver.h"
 #include "gbx/engine/cuda_kernel_builder.h"
 #include "gbx/engine/kernel_builder.h"
+#include "gbx/runtime/specialize.h"
 #include "tool_common.h"
 
 namespace {
@@ -41,6 +42,16 @@ struct KernelOptions {
 struct EmitOptions : KernelOptions {
   std::string format = "source";
   std::string out_dir;
+  std::string specialize;  // a profile file (gbx-synth profile): the ROM-specialized kernel
+  std::string rom;         // the ROM the profile was made for
+};
+
+struct ProfileOptions {
+  std::string rom;
+  int frames = 600;
+  std::string actions = "random";
+  uint64_t seed = 1;
+  std::string out;
 };
 
 struct ExportOptions {
@@ -182,6 +193,14 @@ int cmd_emit(const EmitOptions& o) {
   if (!params) return tool::fail(params.error());
   auto nv = parse_nvrtc_options(o.arch);
   if (!nv) return tool::fail(nv.error());
+  if (!o.specialize.empty()) {
+    if (o.rom.empty()) return tool::fail(usage("--specialize needs --rom (the profiled ROM)"));
+    auto rom = load_rom(o.rom);
+    if (!rom) return tool::fail(rom.error());
+    auto plan = load_spec_plan(*rom, o.specialize);
+    if (!plan) return tool::fail(plan.error());
+    params->specialize = *plan;
+  }
   auto bundle = load_bundle();
   if (!bundle) return tool::fail(bundle.error());
   std::string text, file;
@@ -226,6 +245,40 @@ int cmd_emit(const EmitOptions& o) {
   f << text;
   if (!f) return tool::fail(make_error(ErrorKind::Input, "cannot write " + path.string()));
   std::printf("wrote %s (%zu bytes)\n", path.string().c_str(), text.size());
+  return 0;
+}
+
+// ---- profile ------------------------------------------------------------------------------
+
+int cmd_profile(const ProfileOptions& o) {
+  auto rom = load_rom(o.rom);
+  if (!rom) return tool::fail(rom.error());
+  ProfileRunOptions ro;
+  ro.frames = o.frames;
+  ro.actions = o.actions;
+  ro.seed = o.seed;
+  const auto t0 = Clock::now();
+  auto prof = profile_rom(*rom, ro);
+  if (!prof) return tool::fail(prof.error());
+  const std::string text = spec_profile_to_json(*prof);
+  auto plan = spec_plan_for(*rom, *prof);
+  if (!plan) return tool::fail(plan.error());
+  uint64_t hot = 0;
+  for (const auto& b : (*plan)->blocks) hot += b.weight;
+  std::fprintf(
+      stderr,
+      "profiled %d frames in %.0f ms: %llu instructions from ROM, %zu blocks; hot set "
+      "%zu blocks covering %.1f%%\n",
+      o.frames, ms_since(t0), (unsigned long long)prof->total_instructions, prof->blocks.size(),
+      (*plan)->blocks.size(),
+      prof->total_instructions ? 100.0 * (double)hot / (double)prof->total_instructions : 0.0);
+  if (o.out.empty()) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  }
+  std::ofstream f(o.out, std::ios::binary);
+  f << text;
+  if (!f) return tool::fail(make_error(ErrorKind::Input, "cannot write " + o.out));
   return 0;
 }
 
@@ -507,7 +560,21 @@ int main(int argc, char** argv) {
   e->add_option("--format", emit.format, "source | ll | asm (cpu) | ptx (cuda)")
       ->capture_default_str();
   e->add_option("--out", emit.out_dir, "write into this directory instead of stdout");
+  e->add_option("--specialize", emit.specialize,
+                "profile file (gbx-synth profile): the ROM-specialized kernel");
+  e->add_option("--rom", emit.rom, "with --specialize: the profiled ROM (builtin:NAME or path)");
   cmds.emplace_back(e, [] { return cmd_emit(emit); });
+
+  static ProfileOptions prof;
+  auto* pr = app.add_subcommand(
+      "profile",
+      "run a ROM on the profiling interpreter, write its blocks (JSON) for --specialize");
+  pr->add_option("--rom", prof.rom, "builtin:NAME or a path")->required();
+  pr->add_option("--frames", prof.frames, "frames to profile")->capture_default_str();
+  pr->add_option("--actions", prof.actions, "random | none")->capture_default_str();
+  pr->add_option("--seed", prof.seed, "seed of the random actions")->capture_default_str();
+  pr->add_option("--out", prof.out, "output file (default: stdout)");
+  cmds.emplace_back(pr, [] { return cmd_profile(prof); });
 
   static KernelOptions comp;
   auto* c = app.add_subcommand("compile", "compile kernels into the cache");

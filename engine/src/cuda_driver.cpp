@@ -358,6 +358,47 @@ Status DeviceBuffer::fill(uint8_t value, CUstream stream) {
   return ok_status();
 }
 
+// ---- PinnedBuffer -------------------------------------------------------------------------
+
+Result<PinnedBuffer> PinnedBuffer::alloc(const CudaContext& ctx, size_t bytes) {
+  Status current = ctx.make_current();
+  if (!current) return current.take_error();
+  PinnedBuffer buf;
+  void* p = nullptr;
+  if (bytes) GBX_CHECK_CU(ctx.driver(), cuMemHostAlloc(&p, bytes, 0));
+  buf.ctx_ = &ctx;
+  buf.data_ = static_cast<uint8_t*>(p);
+  buf.size_ = bytes;
+  return buf;
+}
+
+PinnedBuffer::PinnedBuffer(PinnedBuffer&& other) noexcept
+    : ctx_(std::exchange(other.ctx_, nullptr)),
+      data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)) {}
+
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
+  if (this != &other) {
+    reset();
+    ctx_ = std::exchange(other.ctx_, nullptr);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+PinnedBuffer::~PinnedBuffer() { reset(); }
+
+void PinnedBuffer::reset() {
+  if (data_) {
+    (void)ctx_->make_current();
+    ctx_->driver().cuMemFreeHost(data_);
+  }
+  data_ = nullptr;
+  size_ = 0;
+  ctx_ = nullptr;
+}
+
 // ---- CudaModule ---------------------------------------------------------------------------
 
 Result<CudaModule> CudaModule::load(const CudaContext& ctx, const std::string& image,

@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
+#include "gbx/engine/specialize.h"
 #include "gbx/engine/user_expr.h"
 
 namespace gbx {
@@ -85,6 +87,13 @@ class Generator {
     if (params_.rtc_lock) out += "#define GBX_RTC_LOCK 1\n";
     out += "#define GBX_LAYOUT_INTERLEAVED " +
            std::string(params_.layout == MemLayout::Interleaved ? "1" : "0") + "\n";
+    if (params_.profile) out += "#define GBX_PROFILE 1\n";
+    if (params_.specialize) {
+      if (params_.run_mode != RunMode::Frames || params_.memory_model != MemoryModel::Dmg)
+        return make_error(ErrorKind::Usage,
+                          "specialized kernels need run mode frames and memory model dmg");
+      out += "#define GBX_SPECIALIZED 1\n";
+    }
 
     const std::string prelude =
         manifest_["preludes"].value(std::string(to_string(params_.device)), "");
@@ -171,6 +180,8 @@ class Generator {
         piece = dispatch(true);
       } else if (site == "POST_STEP_DISPATCH") {
         piece = epilogs();
+      } else if (site == "SPECIALIZED_BLOCKS") {
+        if (params_.specialize) piece = specialized_blocks(*params_.specialize);
       } else {
         return err("templates/" + rel + ":" + std::to_string(i + 1) +
                    ": unknown injection site {{" + site + "}}");
@@ -209,7 +220,12 @@ class Generator {
     return &families_.emplace(name, std::move(f)).first->second;
   }
 
-  Result<std::string> expand_case(const OpcodeEntry& e) {
+  // A family body with the entry's operands substituted, one string per template line.
+  struct Body {
+    const Family* family = nullptr;
+    std::vector<std::string> lines;
+  };
+  Result<Body> expand_body(const OpcodeEntry& e) {
     char where[64];
     std::snprintf(where, sizeof where, "%s opcode %02X", e.cb ? "cb" : "base", e.code);
     auto fam = family(e.family);
@@ -233,12 +249,8 @@ class Generator {
       if (!subst.count("{{" + name + "}}"))
         return err(std::string(where) + " (" + e.mnemonic + "): family " + e.family +
                    " needs operand " + name + " (kind " + kind + ")");
-    char head[160];
-    std::snprintf(head, sizeof head, "        case 0x%02X: {  // %s - %d B, %d T", e.code,
-                  e.mnemonic.c_str(), e.length, e.cycles);
-    std::string out = head;
-    if (e.cycles_not_taken) out += " (" + std::to_string(e.cycles_not_taken) + " not taken)";
-    out += "\n" + line_directive(f.body_line, f.path);
+    Body b;
+    b.family = &f;
     for (const auto& l : f.body) {
       std::string line = l;
       for (const auto& [ph, val] : subst) {
@@ -248,9 +260,187 @@ class Generator {
       if (const std::string ph = find_placeholder(line); !ph.empty())
         return err("templates/" + f.path + ": placeholder " + ph + " is not a declared operand (" +
                    where + ")");
-      out += line.empty() ? "\n" : "          " + line + "\n";
+      b.lines.push_back(std::move(line));
     }
+    return b;
+  }
+
+  Result<std::string> expand_case(const OpcodeEntry& e) {
+    auto body = expand_body(e);
+    if (!body) return body.take_error();
+    const Family& f = *body.value().family;
+    char head[160];
+    std::snprintf(head, sizeof head, "        case 0x%02X: {  // %s - %d B, %d T", e.code,
+                  e.mnemonic.c_str(), e.length, e.cycles);
+    std::string out = head;
+    if (e.cycles_not_taken) out += " (" + std::to_string(e.cycles_not_taken) + " not taken)";
+    out += "\n" + line_directive(f.body_line, f.path);
+    for (const auto& line : body.value().lines)
+      out += line.empty() ? "\n" : "          " + line + "\n";
     out += "        } break;\n";
+    return out;
+  }
+
+  // One instruction of a specialized block: the opcode fetch charged with the next PC as a
+  // constant, the family body with its immediate fetch replaced by the constant, a comment
+  // with bank:address, bytes and disassembly, and #line back to the family template.
+  Result<std::string> spec_instruction(const SpecInstr& in, uint32_t bank) {
+    char head[160];
+    char bytes[16];
+    if (in.length == 1)
+      std::snprintf(bytes, sizeof bytes, "%02X", in.bytes[0]);
+    else if (in.length == 2)
+      std::snprintf(bytes, sizeof bytes, "%02X %02X", in.bytes[0], in.bytes[1]);
+    else
+      std::snprintf(bytes, sizeof bytes, "%02X %02X %02X", in.bytes[0], in.bytes[1], in.bytes[2]);
+    std::snprintf(head, sizeof head, "  // %02X:%04X  %-9s %s\n", bank, in.addr, bytes,
+                  spec_disassemble(in).c_str());
+    std::string out = head;
+    char fetch[64];
+    std::snprintf(fetch, sizeof fetch, "    spec_fetch(cpu, bus, 0x%04X);\n",
+                  (unsigned)((in.addr + 1u) & 0xFFFFu));
+    out += "  {\n" + std::string(fetch);
+    const OpcodeEntry& e = in.cb ? *in.cb : *in.op;
+    auto body = expand_body(e);
+    if (!body) return body.take_error();
+    if (in.cb) {
+      char cbf[64];
+      std::snprintf(cbf, sizeof cbf, "    spec_imm8(cpu, bus, 0x%02X);\n", in.bytes[1]);
+      out += cbf;
+    }
+    out += line_directive(body.value().family->body_line, body.value().family->path);
+    int immediates = 0;
+    for (std::string line : body.value().lines) {
+      for (const char* call : {"fetch8(cpu, bus)", "fetch16(cpu, bus)"}) {
+        for (size_t pos = line.find(call); pos != std::string::npos; pos = line.find(call, pos)) {
+          if (pos > 0 && (std::isalnum((unsigned char)line[pos - 1]) || line[pos - 1] == '_')) {
+            ++pos;
+            continue;
+          }
+          char imm[64];
+          if (call[5] == '8')
+            std::snprintf(imm, sizeof imm, "spec_imm8(cpu, bus, 0x%02X)", in.bytes[1]);
+          else
+            std::snprintf(imm, sizeof imm, "spec_imm16(cpu, bus, 0x%04X)",
+                          (unsigned)(in.bytes[1] | (in.bytes[2] << 8)));
+          line.replace(pos, std::strlen(call), imm);
+          pos += std::strlen(imm);
+          ++immediates;
+        }
+      }
+      out += line.empty() ? "\n" : "    " + line + "\n";
+    }
+    const int expected = in.cb ? 0 : in.length - 1 > 0 ? 1 : 0;
+    if (immediates != expected)
+      return err("templates/" + body.value().family->path + ": " + e.mnemonic + " fetches " +
+                 std::to_string(immediates) + " immediates, its length says " +
+                 std::to_string(expected) + " (specialized blocks need one fetch8/fetch16)");
+    out += "  }\n";
+    return out;
+  }
+
+  Result<std::string> specialized_blocks(const SpecPlan& plan) {
+    const std::string helpers = manifest_.value("specialized_helpers", std::string());
+    if (helpers.empty()) return err("templates/manifest.json names no specialized_helpers");
+    auto inc = include_file(helpers);
+    if (!inc) return inc.take_error();
+    std::string out = inc.value();
+    out += "#line 1 \"<specialized>\"\n";
+    out += "// ROM sha256 " + plan.rom_sha256 + ", hot set " + plan.profile_hash.substr(0, 16) +
+           ": " + std::to_string(plan.blocks.size()) + " blocks\n";
+    // A kernel built for one ROM refuses any other (the runtime also checks the SHA-256).
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "GBX_FN bool spec_rom_matches(const GbxParams& p) {\n"
+                  "  if (p.rom_size != %zuu) return false;\n"
+                  "  const u8 header[0x50] = {",
+                  plan.rom.size());
+    out += buf;
+    for (size_t i = 0x100; i < 0x150; ++i) {
+      std::snprintf(buf, sizeof buf, "%s0x%02X", i == 0x100 ? "" : ",",
+                    i < plan.rom.size() ? plan.rom[i] : 0);
+      out += buf;
+    }
+    out +=
+        "};\n  for (u32 i = 0; i < 0x50u; ++i)\n"
+        "    if (p.rom[0x100u + i] != header[i]) return false;\n  return true;\n}\n\n";
+
+    std::vector<std::string> cases(0x8000);
+    std::vector<uint16_t> slot(0x8000, 0);
+    int slots = 0;
+    for (size_t bi = 0; bi < plan.blocks.size(); ++bi) {
+      const SpecBlock& b = plan.blocks[bi];
+      auto instrs =
+          spec_decode_block(bundle_.opcodes(), plan.rom, b.bank, b.addr, (int)b.instructions);
+      if (instrs.empty()) continue;
+      int worst = 0;  // T-cycles up to the block's last instruction boundary inside it
+      for (size_t i = 0; i + 1 < instrs.size(); ++i) worst += instrs[i].cycles;
+      std::snprintf(buf, sizeof buf,
+                    "// block %zu: %02X:%04X, %zu instructions, %d T before its last, profiled "
+                    "%llu entries\n",
+                    bi, b.bank, b.addr, instrs.size(), worst, (unsigned long long)b.count);
+      out += buf;
+      // A block whose last instruction jumps back to its own start (a tight loop) goes round
+      // inside the function while the room before the next event still holds a whole pass.
+      const SpecInstr& last = instrs.back();
+      const std::string& lf = last.op->family;
+      int target = -1;
+      if (lf == "jr" || lf == "jr_cc")
+        target = (last.addr + last.length + (int8_t)last.bytes[1]) & 0xFFFF;
+      else if (lf == "jp" || lf == "jp_cc")
+        target = last.bytes[1] | (last.bytes[2] << 8);
+      const bool loops = target == b.addr;
+      std::snprintf(buf, sizeof buf,
+                    "GBX_NOINLINE u32 spec_block_%zu(Cpu& io, Machine& m, i64 room) {\n"
+                    "  Cpu cpu = io;\n"
+                    "  SpecBus bus = {m, m.mem, m.rom0, m.romx, m.cycles, false};\n"
+                    "  const i64 limit = bus.cycles + room;\n"
+                    "  u32 n = 0;\n",
+                    bi);
+      out += buf;
+      if (loops) out += "top:\n";
+      for (size_t i = 0; i < instrs.size(); ++i) {
+        auto ins = spec_instruction(instrs[i], b.bank);
+        if (!ins) return ins.take_error();
+        out += ins.value();
+        out += "#line 1 \"<specialized>\"\n";
+        out += "  ++n;\n";
+        if (i + 1 < instrs.size()) out += "  if (GBX_UNLIKELY(bus.left)) goto done;\n";
+      }
+      if (loops) {
+        std::snprintf(buf, sizeof buf,
+                      "  if (cpu.pc == 0x%04X && !bus.left && bus.cycles + %d < limit) goto top;\n",
+                      b.addr, worst);
+        out += buf;
+      }
+      if (instrs.size() > 1) out += "done:\n";
+      out += "  (void)limit;\n  m.cycles = bus.cycles;\n  io = cpu;\n  return n;\n}\n\n";
+      if (!slot[b.addr]) slot[b.addr] = (uint16_t)++slots;
+      const char* window = b.addr < 0x4000u ? "rom0" : "romx";
+      std::snprintf(
+          buf, sizeof buf,
+          "      if (room > %d && bus.%s == bus.rom + 0x%llXu) return spec_block_%zu(cpu, "
+          "bus, room);\n",
+          worst, window, (unsigned long long)b.bank * 0x4000ull, bi);
+      cases[b.addr] += buf;
+    }
+    // The dispatch: block slot by address, then the bank the block was profiled in and
+    // room before the next event; 0 = nothing ran, the interpreter takes the instruction.
+    out += "GBX_SPEC_TABLE u16 gbx_spec_slot[0x8000] = {\n";
+    for (size_t a = 0; a < 0x8000; a += 32) {
+      for (size_t i = a; i < a + 32; ++i) out += std::to_string(slot[i]) + ",";
+      out += "\n";
+    }
+    out += "};\n\n";
+    out +=
+        "GBX_NOINLINE u32 spec_run(u32 slot, Cpu& cpu, Machine& bus, i64 room) {\n"
+        "  switch (slot) {\n";
+    for (size_t a = 0; a < 0x8000; ++a) {
+      if (!slot[a]) continue;
+      std::snprintf(buf, sizeof buf, "    case %u: {  // %04zX\n", slot[a], a);
+      out += buf + cases[a] + "      return 0;\n    }\n";
+    }
+    out += "  }\n  return 0;\n}\n";
     return out;
   }
 

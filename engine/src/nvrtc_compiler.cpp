@@ -260,9 +260,15 @@ const NvrtcArchOutput* NvrtcResult::find(std::string_view arch) const {
   return nullptr;
 }
 
+bool nvrtc_fast_compile_from_env() {
+  const char* v = std::getenv("GBX_CUDA_FAST_COMPILE");
+  return v && *v && std::string(v) != "0";
+}
+
 std::vector<std::string> nvrtc_shared_options(const NvrtcOptions& options) {
   std::vector<std::string> opts = {"--std=c++17", "-default-device", "--restrict"};
   if (options.line_info) opts.push_back("-lineinfo");
+  if (options.fast_compile) opts.push_back("--Ofast-compile=max");
   // ptxas' resource report lands in the program log, which is where we read it from.
   opts.push_back("--ptxas-options=-v");
   opts.insert(opts.end(), options.extra.begin(), options.extra.end());

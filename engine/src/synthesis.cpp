@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "gbx/engine/cache.h"
+#include "gbx/engine/specialize.h"
 
 namespace gbx {
 
@@ -99,6 +100,10 @@ std::string SynthParams::canonical() const {
   // Only when set, so the canonical form (and key) of every existing kernel stays the same.
   if (rtc_lock) out += ";rtc_lock=1";
   if (layout != MemLayout::EnvMajor) out += ";layout=" + std::string(to_string(layout));
+  if (profile) out += ";profile=1";
+  if (specialize)
+    out += ";specialize=" + specialize->rom_sha256.substr(0, 16) + ":" +
+           specialize->profile_hash.substr(0, 16);
   return out;
 }
 

@@ -93,6 +93,20 @@ class Backend:
         """0 blobs: power-on; 1: every env; num_envs: one each."""
     def read_memory_all(self, lo: int, hi: int) -> npt.NDArray[np.uint8]:
         """uint8[num_envs, hi - lo], every env's bus view in one call (a fresh array)."""
+    # ---- cuda backend arrays (fcuda2; python/gbx/cuda_arrays.py wraps these) ----
+    def cuda_outputs(self) -> list[tuple[str, int, tuple[int, ...], str]]:
+        """(section name, device address, shape, dtype "f32"|"u8") of every output section."""
+    def cuda_view(self, name: str) -> object:
+        """One output section as a DLPack capsule of device memory (no stream ordering)."""
+    @property
+    def cuda_device(self) -> int: ...
+    @property
+    def cuda_stream(self) -> int:
+        """The CUstream every step runs on, as an int."""
+    def cuda_stream_wait(self, consumer: int) -> None:
+        """The consumer stream (0 = legacy default) waits on the device for the backend's work."""
+    def registers(self) -> dict[str, npt.NDArray]:
+        """Registers and counters of every env, one array each (cuda: one bulk copy)."""
 
 # -- gbx.pyboy_compat's native helpers -------------------------------------------------------
 MEM_VRAM: int

@@ -314,6 +314,18 @@ class VecEnv(gym.vector.VectorEnv):
                 )
         self._live().set_reset_state([_as_blob(b) for b in blobs])
 
+    def device_arrays(self):
+        """cuda: this step's outputs on the GPU as ``gbx.cuda_arrays.CudaArray`` by section
+        name (``__cuda_array_interface__`` and ``__dlpack__`` on the backend's stream, no copy;
+        overwritten by the next step)."""
+        from .cuda_arrays import device_arrays
+
+        return device_arrays(self._native)
+
+    def registers(self) -> dict:
+        """Registers and counters of every env, one array each (cuda: one bulk copy)."""
+        return self._native.registers()
+
     def cpu_state(self, env: int) -> dict:
         """Registers and counters of one env."""
         return self._native.cpu_state(env)

@@ -18,6 +18,7 @@
 #include "gbx/engine/generator.h"
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/cpu_backend.h"
+#include "gbx/runtime/cuda_backend.h"
 #include "gbx/runtime/env_state.h"
 #include "gbx/runtime/rom.h"
 #include "gbx/runtime/save_state.h"
@@ -105,10 +106,6 @@ class Native {
     if (backend == "mgba" && (!reward.empty() || !done.empty() || !track.empty()))
       throw nb::value_error(
           "the mgba backend runs no generated kernel, so it has no reward/done expressions");
-    if (backend == "cuda" && !done.empty())
-      throw nb::value_error(
-          "the cuda backend has no done output yet (it needs a device buffer for it); "
-          "use max_episode_frames, or the cpu device");
     if (num_envs < 1)
       throw nb::value_error(
           ("num_envs must be at least 1 (got " + std::to_string(num_envs) + ")").c_str());
@@ -444,6 +441,95 @@ class Native {
   bool bulk_ = false;
   std::vector<uint16_t> gather_addrs_;
   // ---- end epy2 -------------------------------------------------------------------------
+
+  // ---- fcuda2: CUDA arrays (issue [E].3) ------------------------------------------------
+  // The cuda backend's outputs as they are on the device: python/gbx/cuda_arrays.py wraps
+  // them in __cuda_array_interface__ / __dlpack__ (kDLCUDA) on the backend's stream. Host
+  // arrays are epy2's output views, filled by the backend's one page-locked bulk copy.
+ public:
+  // (name, device address, shape [num_envs, *per-env], dtype) of every output section.
+  nb::list cuda_outputs() {
+    const gbx::OutputBlock b = cuda()->device_outputs();
+    nb::list out;
+    for (const gbx::OutputSection& sec : b.sections) {
+      nb::list shape;
+      shape.append(n_);
+      for (int d : sec.shape) shape.append(d);
+      out.append(nb::make_tuple(sec.name, (uint64_t)(uintptr_t)(b.data + sec.offset),
+                                nb::tuple(shape), sec.dtype));
+    }
+    return out;
+  }
+  // One section as a DLPack capsule ("dltensor", kDLCUDA); the caller orders streams first.
+  nb::ndarray<> cuda_view(const std::string& name) {
+    const gbx::OutputBlock b = cuda()->device_outputs();
+    const gbx::OutputSection* sec = b.find(name);
+    if (!sec) throw nb::value_error(("this env has no '" + name + "' output").c_str());
+    std::vector<size_t> shape{(size_t)n_};
+    for (int d : sec->shape) shape.push_back((size_t)d);
+    const nb::dlpack::dtype dt = sec->dtype == "f32" ? nb::dtype<float>() : nb::dtype<uint8_t>();
+    return nb::ndarray<>(const_cast<uint8_t*>(b.data + sec->offset), shape.size(), shape.data(),
+                         nb::find(this), nullptr, dt, nb::device::cuda::value,
+                         cuda()->context().index());
+  }
+  int cuda_device() { return cuda()->context().index(); }
+  // The CUstream every step runs on, as an int.
+  uint64_t cuda_stream() { return (uint64_t)(uintptr_t)cuda()->stream(); }
+  // `consumer` (a CUstream; 0 = the legacy default stream) waits on the device, through an
+  // event, for the work enqueued on the backend's stream so far; the host does not wait.
+  void cuda_stream_wait(uint64_t consumer) {
+    check(cuda()->stream_wait(reinterpret_cast<CUstream>((uintptr_t)consumer)));
+  }
+  // Every env's registers and counters, one array each (cuda: one launch, one copy).
+  nb::dict registers() {
+    std::vector<gbx::CpuState> st;
+    {
+      nb::gil_scoped_release release;
+      auto r = backend_->cpu_states();
+      if (r)
+        st = std::move(r.value());
+      else
+        check_nogil(r.take_error());
+    }
+    raise_pending();
+    nb::dict out;
+    using S = const gbx::CpuState&;
+    out["pc"] = column<uint16_t>(st, [](S c) { return c.pc; });
+    out["sp"] = column<uint16_t>(st, [](S c) { return c.sp; });
+    out["a"] = column<uint8_t>(st, [](S c) { return c.a; });
+    out["f"] = column<uint8_t>(st, [](S c) { return c.f; });
+    out["b"] = column<uint8_t>(st, [](S c) { return c.b; });
+    out["c"] = column<uint8_t>(st, [](S c) { return c.c; });
+    out["d"] = column<uint8_t>(st, [](S c) { return c.d; });
+    out["e"] = column<uint8_t>(st, [](S c) { return c.e; });
+    out["h"] = column<uint8_t>(st, [](S c) { return c.h; });
+    out["l"] = column<uint8_t>(st, [](S c) { return c.l; });
+    out["ime"] = column<uint8_t>(st, [](S c) { return c.ime; });
+    out["run_state"] = column<uint8_t>(st, [](S c) { return c.run_state; });
+    out["cycle_count"] = column<int64_t>(st, [](S c) { return c.cycle_count; });
+    out["instr_count"] = column<int64_t>(st, [](S c) { return c.instr_count; });
+    out["trap_kind"] = column<uint8_t>(st, [](S c) { return c.trap_kind; });
+    return out;
+  }
+
+ private:
+  // One field of every env's CpuState as a numpy array that owns its memory.
+  template <typename T, typename F>
+  static nb::ndarray<nb::numpy, T, nb::ndim<1>> column(const std::vector<gbx::CpuState>& st,
+                                                       F get) {
+    auto* v = new std::vector<T>(st.size());
+    for (size_t i = 0; i < st.size(); ++i) (*v)[i] = (T)get(st[i]);
+    nb::capsule owner(v, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+    return nb::ndarray<nb::numpy, T, nb::ndim<1>>(v->data(), {v->size()}, owner);
+  }
+  gbx::CudaBackend* cuda() const {
+    auto* c = dynamic_cast<gbx::CudaBackend*>(backend_.get());
+    if (!c)
+      throw nb::value_error(
+          ("device arrays need the cuda backend (this is " + backend_->name() + ")").c_str());
+    return c;
+  }
+  // ---- end fcuda2 -----------------------------------------------------------------------
 };
 
 // ---- epyboy: gbx.pyboy_compat (PyBoy state import) ------------------------------------------
@@ -536,6 +622,13 @@ NB_MODULE(_native, m) {
       .def("save_states", &Native::save_states)
       .def("load_state", &Native::load_state, "env"_a, "blob"_a)
       .def("set_reset_state", &Native::set_reset_state, "blobs"_a)
-      .def("read_memory_all", &Native::read_memory_all, "lo"_a, "hi"_a);
+      .def("read_memory_all", &Native::read_memory_all, "lo"_a, "hi"_a)
+      // fcuda2: the cuda backend's device arrays and bulk registers
+      .def("cuda_outputs", &Native::cuda_outputs)
+      .def("cuda_view", &Native::cuda_view, "name"_a)
+      .def_prop_ro("cuda_device", &Native::cuda_device)
+      .def_prop_ro("cuda_stream", &Native::cuda_stream)
+      .def("cuda_stream_wait", &Native::cuda_stream_wait, "consumer"_a)
+      .def("registers", &Native::registers);
   pyboy_compat::register_functions(m);  // epyboy
 }

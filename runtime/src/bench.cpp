@@ -13,9 +13,11 @@
 #include <sstream>
 #include <thread>
 
+#include "gbx/runtime/action_policy.h"
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/env_state.h"
 #include "gbx/runtime/rom.h"
+#include "gbx/runtime/specialize.h"
 #include "gbx/runtime/system_info.h"
 
 namespace gbx {
@@ -122,6 +124,8 @@ Result<json> run_bench(const BenchOptions& o) {
   if (o.sync_every < 0) return usage("--sync-every must be >= 0 (0 = only at the end)");
   if (o.threads < 0) return usage("--threads must be >= 0 (0 = all cores)");
   if (!(o.target_seconds > 0)) return usage("--seconds must be positive");
+  auto policy = ActionPolicy::parse(o.actions, o.action_seed);
+  if (!policy) return policy.take_error();
   auto rom = load_rom(o.rom);
   if (!rom) return rom.take_error();
   if (auto st = check_bench_memory(o); !st) return st.take_error();
@@ -146,6 +150,8 @@ Result<json> run_bench(const BenchOptions& o) {
     cfg.device_index = o.device_index;
     cfg.block_size = o.block_size;
     cfg.verbose = o.verbose;
+    if (auto st = apply_specialize_option(o.specialize, rom.value(), cfg); !st)
+      return st.take_error();
     BenchResult r;
     r.num_envs = n;
     r.stage = stage;
@@ -163,10 +169,18 @@ Result<json> run_bench(const BenchOptions& o) {
 
     // Warm-up (caches, page faults, lazy module loading); with auto steps it also sets the
     // length of the timed window, so it runs at least once then.
+    // Actions are drawn step by step inside the timed loop, as an RL loop hands them over
+    // (cheap next to a step: a hash per env, or a copy from the file).
+    std::vector<int32_t> actions;
+    int64_t step_index = 0;
+    auto step = [&]() -> Status {
+      policy->fill(step_index++, n, actions);
+      return be->step(actions);
+    };
     r.warmup_steps = o.steps == 0 ? std::max<int64_t>(1, o.warmup_steps) : o.warmup_steps;
     t0 = Clock::now();
     for (int64_t i = 0; i < r.warmup_steps; ++i)
-      if (auto st = be->step({}); !st) return st.take_error();
+      if (auto st = step(); !st) return st.take_error();
     if (auto st = be->sync(); !st) return st.take_error();
     r.warmup_seconds = since(t0);
     r.steps = o.steps;
@@ -179,7 +193,7 @@ Result<json> run_bench(const BenchOptions& o) {
     auto last_note = Clock::now();
     t0 = Clock::now();
     for (int64_t i = 1; i <= r.steps; ++i) {
-      if (auto st = be->step({}); !st) return st.take_error();
+      if (auto st = step(); !st) return st.take_error();
       if (o.sync_every > 0 && i % o.sync_every == 0)
         if (auto st = be->sync(); !st) return st.take_error();
       if (o.progress && since(last_note) >= 0.5) {
@@ -241,16 +255,22 @@ Result<json> run_bench(const BenchOptions& o) {
                 {"sync_every", o.sync_every},
                 {"block_size", o.block_size},
                 {"device_index", o.device_index},
-                {"actions", "none"},
+                {"actions", policy->to_json()},
                 {"kernel_key", kernel_key.empty() ? json(nullptr) : json(kernel_key)}}},
               {"results", results}};
 }
 
 std::string bench_table(const json& sweep) {
   const json& c = sweep.at("config");
+  std::string actions = "?";
+  if (c.contains("actions") && c["actions"].is_object())
+    actions = c["actions"].value("policy", "?");
+  else if (c.contains("actions") && c["actions"].is_string())
+    actions = c["actions"].get<std::string>();
   std::string out = c.value("label", c.value("backend", "?")) + " on " +
                     c.at("rom").value("name", "?") + " (stage " + c.value("stage", "?") + ", " +
-                    std::to_string(c.value("frames_per_step", 1)) + " frame(s)/step)\n";
+                    std::to_string(c.value("frames_per_step", 1)) + " frame(s)/step, actions " +
+                    actions + ")\n";
   char line[256];
   std::snprintf(line, sizeof line, "%8s %8s %9s %14s %12s %14s %7s\n", "envs", "steps", "seconds",
                 "total_sps", "per_env_sps", "frames_per_sec", "threads");

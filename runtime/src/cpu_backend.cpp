@@ -1,9 +1,9 @@
 #include "gbx/runtime/cpu_backend.h"
 
-#include <omp.h>
-
+#include <chrono>
 #include <thread>
 
+#include "gbx/engine/specialize.h"
 #include "gbx/runtime/save_state.h"
 
 namespace gbx {
@@ -17,19 +17,31 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const Bac
     return st.take_error();
   if (cfg.frames_per_step < 1) return make_error(ErrorKind::Usage, "--frames must be at least 1");
   if (cfg.threads < 0) return make_error(ErrorKind::Usage, "--threads must be >= 0");
+  if (cfg.specialize && cfg.specialize->rom != rom.bytes)
+    return make_error(ErrorKind::Usage, "the specialized kernel was made for another ROM (sha256 " +
+                                            cfg.specialize->rom_sha256.substr(0, 16) + ")");
   std::unique_ptr<CpuBackend> b(new CpuBackend());
   b->rom_ = rom;
   b->cfg_ = cfg;
   b->threads_ =
       cfg.threads > 0 ? cfg.threads : (int)std::max(1u, std::thread::hardware_concurrency());
+  b->pool_ = std::make_unique<WorkerPool>(std::min(b->threads_, cfg.num_envs));
 
   auto bundle = TemplateBundle::load(TemplateBundle::default_root());
   if (!bundle) return bundle.take_error();
-  const SynthParams p = synth_params_for(cfg, Device::Cpu, obs_dim);
+  SynthParams p = synth_params_for(cfg, Device::Cpu, obs_dim);
+  if (cfg.specialize_auto_frames > 0) {
+    if (cfg.specialize || cfg.memory_model != MemoryModel::Dmg || cfg.run_mode != RunMode::Frames)
+      return make_error(ErrorKind::Usage,
+                        "specialize auto needs no other plan, memory model dmg, run mode frames");
+    p.profile = true;
+    b->auto_status_ = "profiling";
+  }
   KernelCache cache;
   auto k = build_cpu_kernel(bundle.value(), p, cache);
   if (!k) return k.take_error();
   b->kernel_ = std::move(k.value());
+  if (p.profile) b->profile_counts_.assign(rom.bytes.size(), 0);
   b->read_memory_ = reinterpret_cast<CpuReadMemoryFn>(b->kernel_.entry("read_memory"));
   if (!b->read_memory_)
     return make_error(ErrorKind::Template,
@@ -62,12 +74,13 @@ Status CpuBackend::reset(const std::vector<uint8_t>& mask) {
     return make_error(ErrorKind::Usage, "reset mask has " + std::to_string(mask.size()) +
                                             " entries for " + std::to_string(n) + " envs");
   const bool shared = reset_image_.num_envs() == 1;
-#pragma omp parallel for num_threads(std::min(threads_, n)) schedule(static)
-  for (int i = 0; i < n; ++i) {
-    if (!mask[i]) continue;
-    state_.copy_env(i, reset_image_, shared ? 0 : i);
-    clear_outputs(i);
-  }
+  pool_->run(n, [&](int64_t b, int64_t e) {
+    for (int i = (int)b; i < (int)e; ++i) {
+      if (!mask[i]) continue;
+      state_.copy_env(i, reset_image_, shared ? 0 : i);
+      clear_outputs(i);
+    }
+  });
   return ok_status();
 }
 
@@ -103,8 +116,62 @@ Status CpuBackend::load_state(int env, const std::vector<uint8_t>& blob) {
   return ok_status();
 }
 
+CpuBackend::~CpuBackend() {
+  // A compile still running finishes on its thread before the backend goes (it owns nothing
+  // of ours, but the JIT session outlives it only this way).
+  if (auto_compile_.valid()) auto_compile_.wait();
+}
+
+void CpuBackend::use_kernel(CpuKernel k) {
+  kernel_ = std::move(k);
+  read_memory_ = reinterpret_cast<CpuReadMemoryFn>(kernel_.entry("read_memory"));
+  state_.set_memory_reader(read_memory_);
+}
+
+// The tiers: profile, then compile in the background (the profiling kernel keeps running with
+// counting off), then swap in the specialized kernel between two steps: same state ABI.
+void CpuBackend::auto_tier_after_step(int frames) {
+  if (auto_status_ == "profiling") {
+    auto_frames_ += frames;
+    if (auto_frames_ < cfg_.specialize_auto_frames) return;
+    auto bundle = TemplateBundle::load(TemplateBundle::default_root());
+    if (!bundle) {
+      auto_status_ = "failed: " + bundle.error().message;
+      return;
+    }
+    const SpecProfile prof = spec_profile_from_counts(bundle.value().opcodes(), rom_.bytes,
+                                                      profile_counts_, auto_frames_);
+    profile_counts_.clear();  // counting stops: the kernel checks the pointer
+    auto plan = make_spec_plan(bundle.value().opcodes(), rom_.bytes, prof);
+    if (!plan) {
+      auto_status_ = "failed: " + plan.error().message;
+      return;
+    }
+    SynthParams p = synth_params_for(cfg_, Device::Cpu, 32);
+    p.specialize = plan.value();
+    auto_status_ = "compiling";
+    auto_compile_ = std::async(std::launch::async, [b = std::move(bundle.value()), p]() {
+      KernelCache cache;
+      return build_cpu_kernel(b, p, cache);
+    });
+    return;
+  }
+  if (auto_status_ == "compiling" &&
+      auto_compile_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    Result<CpuKernel> k = auto_compile_.get();
+    if (!k) {
+      auto_status_ = "failed: " + k.error().message;
+      return;
+    }
+    use_kernel(std::move(k.value()));
+    auto_status_ = "specialized";
+  }
+}
+
 Status CpuBackend::step(const std::vector<int32_t>& actions) {
-  return run(actions, cfg_.frames_per_step, nullptr);
+  Status st = run(actions, cfg_.frames_per_step, nullptr);
+  if (st && cfg_.specialize_auto_frames > 0) auto_tier_after_step(cfg_.frames_per_step);
+  return st;
 }
 
 Status CpuBackend::step_envs(const std::vector<int32_t>& actions, int frames,
@@ -137,29 +204,23 @@ Status CpuBackend::run(const std::vector<int32_t>& actions, int frames, const ui
   p.gather = section("gather");
   p.gather_addrs = cfg_.gather_addrs.empty() ? nullptr : cfg_.gather_addrs.data();
   p.gather_count = (int)cfg_.gather_addrs.size();
+  p.profile_counts = profile_counts_.empty() ? nullptr : profile_counts_.data();
   const CpuStepFn fn = kernel_.step;
-  // Env ranges to run: all envs, or the runs of consecutive masked ones (a reset's refresh or
-  // a no-op start), cut into chunks small enough to balance envs that halt or trap against
-  // busy ones.
-  const int threads = std::min(threads_, n);
-  const int chunk = std::max(1, n / (threads * 8));
-  std::vector<std::pair<int, int>> pieces;
-  for (int e = 0; e < n;) {
-    if (mask && !mask[e]) {
-      ++e;
-      continue;
+  // The pool hands out env ranges (each thread keeps the same envs from step to step, the
+  // tail is shared by stealing); a mask splits a range into its runs of masked envs.
+  pool_->run(n, [&](int64_t b, int64_t e) {
+    if (!mask) return fn(&p, (int)b, (int)e);
+    for (int i = (int)b; i < (int)e;) {
+      if (!mask[i]) {
+        ++i;
+        continue;
+      }
+      int end = i;
+      while (end < (int)e && mask[end]) ++end;
+      fn(&p, i, end);
+      i = end;
     }
-    int end = e;
-    while (end < n && (!mask || mask[end]) && end - e < chunk) ++end;
-    pieces.emplace_back(e, end);
-    e = end;
-  }
-  if (threads <= 1 || pieces.size() <= 1) {
-    for (const auto& [b, e] : pieces) fn(&p, b, e);
-    return ok_status();
-  }
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (size_t i = 0; i < pieces.size(); ++i) fn(&p, pieces[i].first, pieces[i].second);
+  });
   return ok_status();
 }
 

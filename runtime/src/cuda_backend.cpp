@@ -22,6 +22,7 @@ constexpr int kObsDim = 32;  // obs_v0
 struct CudaLoadedKernel {
   CudaModule module;
   CUfunction function = nullptr;
+  CUfunction read_memory = nullptr;  // the manifest's read_memory entry point, when it has one
 };
 
 namespace {
@@ -70,11 +71,9 @@ std::string driver_hint(const CudaContext& ctx, const Error& e) {
 }
 
 // A module by its id (device, cache key): loaded once per process and device.
-Result<std::shared_ptr<CudaLoadedKernel>> shared_module(const CudaContext& ctx,
-                                                        const std::string& key,
-                                                        const std::string& image, bool cubin,
-                                                        const std::string& what,
-                                                        const std::string& entry_point) {
+Result<std::shared_ptr<CudaLoadedKernel>> shared_module(
+    const CudaContext& ctx, const std::string& key, const std::string& image, bool cubin,
+    const std::string& what, const std::string& entry_point, const std::string& read_entry = {}) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   const auto id = std::make_pair(ctx.index(), key);
@@ -88,6 +87,11 @@ Result<std::shared_ptr<CudaLoadedKernel>> shared_module(const CudaContext& ctx,
   auto fn = mod->function(entry_point);
   if (!fn) return fn.take_error();
   auto loaded = std::make_shared<CudaLoadedKernel>();
+  if (!read_entry.empty()) {
+    auto rd = mod->function(read_entry);
+    if (!rd) return rd.take_error();
+    loaded->read_memory = *rd;
+  }
   loaded->module = std::move(*mod);
   loaded->function = *fn;
   r.kernels[id] = loaded;
@@ -96,12 +100,32 @@ Result<std::shared_ptr<CudaLoadedKernel>> shared_module(const CudaContext& ctx,
 
 Result<std::shared_ptr<CudaLoadedKernel>> shared_kernel(const CudaContext& ctx,
                                                         const CudaDeviceKernel& k) {
+  const auto& extra = k.build.build.source.extra_entry_points;
+  const auto rd = extra.find("read_memory");
   return shared_module(ctx, k.build.build.key + "/" + k.image_file, k.image, k.target.cubin,
                        k.image_file + " of kernel " + k.build.build.key.substr(0, 12),
-                       k.build.build.source.entry_point);
+                       k.build.build.source.entry_point, rd == extra.end() ? "" : rd->second);
 }
 
 uint64_t dev_addr(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
+
+// The state fields a CpuState reports: what cpu_states() packs for all envs and copies at once.
+#define GBX_REGISTER_FIELDS(X)                                                          \
+  X(pc, 2)                                                                              \
+  X(sp, 2) X(a, 1) X(f, 1) X(b, 1) X(c, 1) X(d, 1) X(e, 1) X(h, 1) X(l, 1) X(ime, 1)    \
+      X(run_state, 1) X(cycle_count, 8) X(instr_count, 8) X(trap_kind, 1) X(trap_pc, 2) \
+          X(trap_opcode, 1)
+
+size_t align64(size_t v) { return (v + 63) / 64 * 64; }
+
+// Bytes of the packed register block for n envs: one 64-byte aligned array per field.
+size_t register_block_bytes(size_t n) {
+  size_t off = 0;
+#define GBX_REG_BYTES(name, size) off = align64(off + (size_t)(size)*n);
+  GBX_REGISTER_FIELDS(GBX_REG_BYTES)
+#undef GBX_REG_BYTES
+  return off;
+}
 
 }  // namespace
 
@@ -169,7 +193,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
               "the RAM gather addresses"},
         Alloc{&b->release_buf_, cfg.release_after_frames >= 0 ? n * sizeof(int32_t) : 0,
               "the button release schedule"},
-        Alloc{&b->mask_buf_, n, "the reset mask"},
+        Alloc{&b->mask_buf_, n, "the reset mask"}, Alloc{&b->read_buf_, 0x10000, "memory reads"},
         Alloc{&b->stage_soa_buf_, make_layout(1, cfg.memory_model, rom.header.ram_size).soa_bytes,
               "the one-env staging block"},
         Alloc{&b->stage_mem_buf_, interleaved ? b->layout_.mem_stride : 0,
@@ -285,8 +309,13 @@ Result<std::vector<uint8_t>> CudaBackend::read_section(const char* name, int env
 
 Result<OutputBlock> CudaBackend::outputs() {
   if (Status st = ctx_->make_current(); !st) return st.take_error();
-  // Every output of every env in one copy.
-  out_host_.resize(out_buf_.size());
+  // Every output of every env in one async copy into page-locked memory, allocated the first
+  // time a user asks for host arrays.
+  if (out_host_.size() != out_buf_.size()) {
+    auto pinned = PinnedBuffer::alloc(*ctx_, out_buf_.size());
+    if (!pinned) return pinned.take_error();
+    out_host_ = std::move(*pinned);
+  }
   if (Status st = out_buf_.download(out_host_.data(), out_host_.size(), 0, stream_.get()); !st)
     return st.take_error();
   if (Status st = stream_.synchronize(); !st) return st.take_error();
@@ -296,6 +325,29 @@ Result<OutputBlock> CudaBackend::outputs() {
   b.num_envs = layout_.num_envs;
   b.sections = sections_;
   return b;
+}
+
+OutputBlock CudaBackend::device_outputs() const {
+  OutputBlock b;
+  b.data = reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(out_buf_.ptr()));
+  b.bytes = out_buf_.size();
+  b.num_envs = layout_.num_envs;
+  b.sections = sections_;
+  return b;
+}
+
+Status CudaBackend::stream_wait(CUstream consumer) {
+  if (Status st = ctx_->make_current(); !st) return st;
+  if (consumer == stream_.get()) return ok_status();
+  const CudaDriver& drv = ctx_->driver();
+  CUevent ev = nullptr;
+  GBX_CHECK_CU(drv, cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+  CUresult r = drv.cuEventRecord(ev, stream_.get());
+  if (r == CUDA_SUCCESS) r = drv.cuStreamWaitEvent(consumer, ev, 0);
+  // Destroying an event whose wait is enqueued is fine: the wait keeps what it needs.
+  drv.cuEventDestroy(ev);
+  if (r != CUDA_SUCCESS) return drv.error(r, "cuEventRecord/cuStreamWaitEvent", __FILE__, __LINE__);
+  return ok_status();
 }
 
 Result<std::vector<uint8_t>> CudaBackend::read_pixels(int env) {
@@ -401,6 +453,7 @@ Status CudaBackend::set_reset_state(const std::vector<std::vector<uint8_t>>& blo
       image.reset_zero();
     else
       image.reset_dmg();
+    if (battery_) image.set_battery(*battery_);
   }
   for (size_t i = 0; i < blobs.size(); ++i)
     if (Status st = decode_env_state(blobs[i], image, (int)i); !st) {
@@ -451,12 +504,16 @@ Status CudaBackend::upload_env_mem(int env) {
       p, {EnvCopyRegion{mem_buf_.ptr(), stage_mem_buf_.ptr(), bytes, 1, 0, layout_.mem_pitch, 0}});
 }
 
+Status CudaBackend::fetch_env(int env) {
+  if (Status st = check_env(env); !st) return st;
+  if (Status st = ctx_->make_current(); !st) return st;
+  if (Status st = gather_env(env); !st) return st;
+  if (Status st = download_env_mem(env); !st) return st;
+  return stream_.synchronize();
+}
+
 Result<std::vector<uint8_t>> CudaBackend::save_state(int env) {
-  if (Status st = check_env(env); !st) return st.take_error();
-  if (Status st = ctx_->make_current(); !st) return st.take_error();
-  if (Status st = gather_env(env); !st) return st.take_error();
-  if (Status st = download_env_mem(env); !st) return st.take_error();
-  if (Status st = stream_.synchronize(); !st) return st.take_error();
+  if (Status st = fetch_env(env); !st) return st.take_error();
   return encode_env_state(probe_, 0);
 }
 
@@ -530,6 +587,93 @@ Status CudaBackend::fetch(void* dst, uint64_t src, size_t bytes) {
   return make_error(ErrorKind::Runtime, "cuda backend: fetch outside the state buffers");
 }
 
+Result<std::vector<CpuState>> CudaBackend::cpu_states() {
+  if (Status st = ctx_->make_current(); !st) return st.take_error();
+  const size_t n = (size_t)layout_.num_envs;
+  const size_t bytes = register_block_bytes(n);
+  if (regs_buf_.size() != bytes) {
+    auto dev = DeviceBuffer::alloc(*ctx_, bytes);
+    if (!dev) return dev.take_error();
+    auto host = PinnedBuffer::alloc(*ctx_, bytes);
+    if (!host) return host.take_error();
+    regs_buf_ = std::move(*dev);
+    regs_host_ = std::move(*host);
+  }
+  // Packed on the device (the state arrays are far apart), then one copy.
+  std::vector<EnvCopyRegion> regions;
+  size_t off = 0;
+#define GBX_REG_PACK(name, size)                                                                \
+  regions.push_back(EnvCopyRegion{regs_buf_.ptr() + off, dev_addr(soa_.name), (uint64_t)(size), \
+                                  (uint64_t)(size), (uint64_t)(size)});                         \
+  off = align64(off + (size_t)(size)*n);
+  GBX_REGISTER_FIELDS(GBX_REG_PACK)
+#undef GBX_REG_PACK
+  EnvCopyParams cp;
+  cp.envs = n;
+  if (Status st = launch_copy(cp, regions); !st) return st.take_error();
+  if (Status st = regs_buf_.download(regs_host_.data(), bytes, 0, stream_.get()); !st)
+    return st.take_error();
+  if (Status st = stream_.synchronize(); !st) return st.take_error();
+  GbxState h{};
+  off = 0;
+#define GBX_REG_BIND(name, size)                                        \
+  h.name = reinterpret_cast<decltype(h.name)>(regs_host_.data() + off); \
+  off = align64(off + (size_t)(size)*n);
+  GBX_REGISTER_FIELDS(GBX_REG_BIND)
+#undef GBX_REG_BIND
+  std::vector<CpuState> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    CpuState& c = out[i];
+    c.pc = h.pc[i], c.sp = h.sp[i], c.a = h.a[i], c.f = h.f[i], c.b = h.b[i], c.c = h.c[i];
+    c.d = h.d[i], c.e = h.e[i], c.h = h.h[i], c.l = h.l[i], c.ime = h.ime[i];
+    c.run_state = h.run_state[i];
+    c.cycle_count = h.cycle_count[i], c.instr_count = h.instr_count[i];
+    c.trap_kind = h.trap_kind[i], c.trap_pc = h.trap_pc[i], c.trap_opcode = h.trap_opcode[i];
+  }
+  return out;
+}
+
+Status CudaBackend::load_battery(const BatterySave& save) {
+  if (cfg_.memory_model != MemoryModel::Dmg)
+    return make_error(ErrorKind::Usage, "battery RAM needs memory model dmg");
+  if (Status st = ctx_->make_current(); !st) return st;
+  battery_ = save;
+  // Now, and in every later reset: the current reset image (power-on or loaded) takes it too.
+  if (Status st = apply_battery(soa_, mem_buf_.ptr(), layout_.num_envs); !st) return st;
+  return apply_battery(image_soa_, image_mem_buf_.ptr(), image_envs_);
+}
+
+Status CudaBackend::apply_battery(const GbxState& soa, uint64_t mem, int envs) {
+  // The source: one env's cart RAM and clock registers, shared by every env.
+  const uint32_t ram = std::min<uint32_t>((uint32_t)battery_->ram.size(), rom_.header.ram_size);
+  std::vector<uint8_t> src(ram + GBX_RTC_BYTES, 0);
+  std::copy_n(battery_->ram.begin(), ram, src.begin());
+  std::copy_n(battery_->rtc_live, 5, src.begin() + ram);
+  std::copy_n(battery_->rtc_latched, 5, src.begin() + ram + 5);
+  auto buf = DeviceBuffer::alloc(*ctx_, src.size());
+  if (!buf) return buf.take_error();
+  if (Status st = buf->upload(src.data(), src.size(), 0, stream_.get()); !st) return st;
+  std::vector<EnvCopyRegion> regions;
+  if (ram)
+    regions.push_back(
+        EnvCopyRegion{mem + GBX_MEM_CART_RAM, buf->ptr(), ram, layout_.mem_stride, 0});
+  regions.push_back(
+      EnvCopyRegion{dev_addr(soa.rtc_regs), buf->ptr() + ram, GBX_RTC_BYTES, GBX_RTC_BYTES, 0});
+  // A loaded clock starts a new second (EnvState::set_battery).
+  regions.push_back(
+      EnvCopyRegion{dev_addr(soa.rtc_second_start), dev_addr(soa.cycle_count), 8, 8, 8});
+  EnvCopyParams p;
+  p.envs = (uint64_t)envs;
+  if (Status st = launch_copy(p, regions); !st) return st;
+  // `buf` is freed on return: the copy that reads it must be done by then.
+  return stream_.synchronize();
+}
+
+Result<BatterySave> CudaBackend::read_battery(int env) {
+  if (Status st = fetch_env(env); !st) return st.take_error();
+  return probe_.battery(0);
+}
+
 Result<CpuState> CudaBackend::get_cpu_state(int env) {
   if (Status st = check_env(env); !st) return st.take_error();
   if (Status st = ctx_->make_current(); !st) return st.take_error();
@@ -564,14 +708,24 @@ Result<std::vector<uint8_t>> CudaBackend::read_view(int env, uint32_t lo, uint32
   if (Status st = check_env(env); !st) return st.take_error();
   if (lo >= hi || hi > 0x10000)
     return make_error(ErrorKind::Usage, "memory range must satisfy lo < hi <= 0x10000");
+  if (!loaded_->read_memory)
+    return make_error(ErrorKind::Template,
+                      "templates/manifest.json names no read_memory entry point");
   if (Status st = ctx_->make_current(); !st) return st.take_error();
-  // The env's fields (banking, timer, PPU, clock) and its whole memory slice: one launch, two
-  // copies; the bus view is then read on the host through the kernel's own read path.
-  if (Status st = gather_env(env); !st) return st.take_error();
-  if (Status st = download_env_mem(env); !st) return st.take_error();
-  if (Status st = stream_.synchronize(); !st) return st.take_error();
+  // The kernel's own read path on the device, one thread per address: only the slice crosses
+  // the bus.
+  GbxParams p = params(nullptr, layout_.num_envs);
+  unsigned flags = raw ? 1u : 0u;  // GBX_READ_RAW (templates/kernel/step.tmpl)
+  unsigned char* out_dev = read_buf_.as<unsigned char>();
+  void* args[] = {&p, &env, &lo, &hi, &flags, &out_dev};
+  if (Status st = launch_kernel(ctx_->driver(), loaded_->read_memory,
+                                gbx::launch_shape(hi - lo, 128), args, stream_.get());
+      !st)
+    return st.take_error();
   std::vector<uint8_t> out(hi - lo);
-  if (Status st = probe_.read_memory(0, lo, hi, raw, out.data()); !st) return st.take_error();
+  if (Status st = read_buf_.download(out.data(), out.size(), 0, stream_.get()); !st)
+    return st.take_error();
+  if (Status st = stream_.synchronize(); !st) return st.take_error();
   return out;
 }
 

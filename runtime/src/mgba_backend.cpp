@@ -3,6 +3,7 @@
 #include "gbx/engine/cache.h"
 #include "gbx/runtime/env_state.h"
 #include "gbx/runtime/save_state.h"
+#include "gbx/runtime/worker_pool.h"
 
 // clang-format off
 // mGBA's struct layouts depend on its build flags: flags.h must come before any other mGBA
@@ -112,6 +113,16 @@ enum class Unit { Instruction, Dispatch, HaltSlice, Trap };
 
 struct MgbaEnv;
 
+constexpr size_t kVideoStride = 256;  // mGBA's widest GB picture (SGB border), in pixels
+
+// Shade (0-3) of one of mGBA's DMG output colours (its default palette is four greys).
+uint8_t shade_of_color(color_t c) {
+  const unsigned grey = ((c & 0xFF) + ((c >> 8) & 0xFF) + ((c >> 16) & 0xFF)) / 3;
+  return grey >= 0xD5 ? 0 : grey >= 0x80 ? 1 : grey >= 0x2B ? 2 : 3;
+}
+
+void frame_ended(void* context);
+
 // A link-port "driver" that only listens: mGBA tells drivers about every SB/SC write and
 // schedules the transfer itself either way, so attaching it changes no timing.
 struct SerialTap {
@@ -137,6 +148,15 @@ struct MgbaEnv {
   uint16_t trap_pc = 0;
   uint8_t trap_opcode = 0;
   MgbaStepKind last_kind = MgbaStepKind::Instruction;
+
+  // With BackendConfig::render: mGBA's software renderer draws into `video` (one row of
+  // kVideoStride pixels per line, written as lines are drawn); at each frame end (VBlank
+  // start, mGBA's videoFrameEnded) the frame is copied to `screen` as shades, so `screen` is
+  // the last complete frame as GBX's front buffer is.
+  std::vector<color_t> video;
+  std::vector<uint8_t> screen;
+  bool screen_blank = false;  // `screen` cleared for an LCD that is off
+  struct mCoreCallbacks frame_callbacks {};
 
   MgbaEnv() = default;
   MgbaEnv(const MgbaEnv&) = delete;
@@ -248,6 +268,13 @@ struct MgbaEnv {
       if (kind == Unit::Instruction) ++instr;
       flush_events();
     }
+    // The LCD off blanks the screen (Pan Docs "LCDC.7"), and GBX's front buffer with it;
+    // mGBA's buffer keeps the last frame, so the adapter blanks its copy, until the next
+    // frame mGBA finishes.
+    if (!screen.empty() && !screen_blank && !(gb->memory.io[GB_REG_LCDC] & 0x80)) {
+      std::fill(screen.begin(), screen.end(), 0);
+      screen_blank = true;
+    }
     account();
     return kind;
   }
@@ -297,73 +324,6 @@ void deadline_reached(struct mTiming*, void* context, uint32_t) {
   static_cast<struct GB*>(context)->earlyExit = true;
 }
 
-// A fixed set of workers; run() hands out indices one at a time (envs differ in cost:
-// halted ones are cheap) and returns when all are done. The calling thread works too.
-class WorkerPool {
- public:
-  explicit WorkerPool(int threads) {
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
-  }
-  ~WorkerPool() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    for (std::thread& t : workers_) t.join();
-  }
-
-  void run(int n, const std::function<void(int)>& fn) {
-    if (workers_.empty() || n <= 1) {
-      for (int i = 0; i < n; ++i) fn(i);
-      return;
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      fn_ = &fn;
-      n_ = n;
-      next_.store(0);
-      busy_ = static_cast<int>(workers_.size());
-      ++generation_;
-    }
-    wake_.notify_all();
-    drain();
-    std::unique_lock<std::mutex> lock(mu_);
-    done_.wait(lock, [this] { return busy_ == 0; });
-    fn_ = nullptr;
-  }
-
- private:
-  void drain() {
-    for (int i = next_.fetch_add(1); i < n_; i = next_.fetch_add(1)) (*fn_)(i);
-  }
-
-  void work() {
-    uint64_t seen = 0;
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
-      }
-      drain();
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--busy_ == 0) done_.notify_one();
-    }
-  }
-
-  std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::condition_variable wake_, done_;
-  const std::function<void(int)>* fn_ = nullptr;
-  int n_ = 0;
-  std::atomic<int> next_{0};
-  int busy_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
-};
-
 }  // namespace
 
 // One env's state as read from an mgba blob, checked against the core it will go into.
@@ -377,6 +337,16 @@ struct MgbaSnapshot {
   int32_t sio_bits = 0, sio_period = 0, sio_next = 0, sio_until = 0;
   uint8_t sio_pending_sb = 0, sio_scheduled = 0;
 };
+
+namespace {
+void frame_ended(void* context) {
+  MgbaEnv& e = *static_cast<MgbaEnv*>(context);
+  for (int y = 0; y < GBX_SCREEN_H; ++y)
+    for (int x = 0; x < GBX_SCREEN_W; ++x)
+      e.screen[(size_t)y * GBX_SCREEN_W + x] = shade_of_color(e.video[y * kVideoStride + x]);
+  e.screen_blank = false;
+}
+}  // namespace
 
 struct MgbaBackend::Impl {
   BackendConfig cfg;
@@ -408,6 +378,8 @@ struct MgbaBackend::Impl {
 
   Status reset_env(MgbaEnv& e) {
     e.core->reset(e.core);
+    std::fill(e.screen.begin(), e.screen.end(), 0);  // as the kernels' framebuffer at reset
+    e.screen_blank = false;
     if (e.gb->model != GB_MODEL_DMG)
       return make_error(
           ErrorKind::Runtime,
@@ -580,6 +552,15 @@ struct MgbaBackend::Impl {
     e->tap.driver.writeSB = tap_write_sb;
     e->tap.driver.writeSC = tap_write_sc;
     e->tap.env = e.get();
+    if (cfg.render) {
+      // Before the reset: mGBA attaches its software renderer only to a core with a buffer.
+      e->video.assign(kVideoStride * 224, 0);
+      e->screen.assign((size_t)GBX_SCREEN_W * GBX_SCREEN_H, 0);
+      e->core->setVideoBuffer(e->core, e->video.data(), kVideoStride);
+      e->frame_callbacks.context = e.get();
+      e->frame_callbacks.videoFrameEnded = frame_ended;
+      e->core->addCoreCallbacks(e->core, &e->frame_callbacks);
+    }
     e->deadline.context = e->gb;
     e->deadline.callback = deadline_reached;
     e->deadline.name = "GBX frame deadline";
@@ -729,7 +710,7 @@ Status MgbaBackend::step(const std::vector<int32_t>& actions) {
                                             " actions for " + std::to_string(n) + " envs");
   const int frames = impl_->cfg.frames_per_step;
   const bool epilog = impl_->cfg.stage != Stage::EmulateOnly;
-  impl_->pool->run(n, [&](int i) {
+  auto step_env = [&](int i) {
     MgbaEnv& e = *impl_->envs[i];
     const int32_t action = actions.empty() ? 0 : actions[i];
     const int release = impl_->cfg.release_after_frames;
@@ -739,7 +720,13 @@ Status MgbaBackend::step(const std::vector<int32_t>& actions) {
       e.run_frame();
     }
     if (epilog) impl_->run_epilog(i);
-  });
+  };
+  // Chunks of one env: cores differ in cost (halted ones are cheap).
+  impl_->pool->run(
+      n, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) step_env((int)i);
+      },
+      1);
   return ok_status();
 }
 
@@ -767,6 +754,14 @@ Result<CpuState> MgbaBackend::get_cpu_state(int env) {
   s.trap_pc = e.trap_pc;
   s.trap_opcode = e.trap_opcode;
   return s;
+}
+
+Result<std::vector<uint8_t>> MgbaBackend::read_screen(int env) {
+  if (Status st = impl_->check_env(env); !st) return st.take_error();
+  if (!impl_->cfg.render)
+    return make_error(ErrorKind::Usage,
+                      "the mgba backend draws only when created with render (BackendConfig)");
+  return impl_->envs[env]->screen;
 }
 
 Result<std::vector<uint8_t>> MgbaBackend::read_memory(int env, uint32_t lo, uint32_t hi) {

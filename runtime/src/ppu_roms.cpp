@@ -94,6 +94,15 @@ Result<std::vector<uint8_t>> build_ppu_scene_rom(const PpuScene& scene) {
     a.label(w3).op("LDH A,(a8)", 0x44).op("CP d8", 144).op("JR NZ,r8", w3);
     a.op("LD A,d8", scene.lcdc & 0x7F).op("LDH (a8),A", 0x40);
   }
+  if (scene.ldbb_after_frames > 0) {
+    const std::string w1 = uniq("w"), w2 = uniq("w");
+    a.op("LD B,d8", scene.ldbb_after_frames);
+    a.label(w1).op("LDH A,(a8)", 0x44).op("CP d8", 144).op("JR NZ,r8", w1);
+    a.label(w2).op("LDH A,(a8)", 0x44).op("CP d8", 144).op("JR Z,r8", w2);
+    a.op("DEC B").op("JR NZ,r8", w1);
+    a.op("LD B,d8", 3).op("LD C,d8", 5).op("LD D,d8", 8).op("LD E,d8", 13);
+    a.op("LD H,d8", 21).op("LD L,d8", 34).op("LD B,B");
+  }
   if (scene.busy) {
     a.label("main").op("INC A").op("ADD A,B").op("INC B").op("JR r8", "main");
   } else {
@@ -293,6 +302,8 @@ Result<std::vector<uint8_t>> build_ppu_rom(const std::string& name) {
     scene = bench();
   else
     return make_error(ErrorKind::Usage, "unknown PPU test ROM '" + name + "'");
+  // The still scenes end with the mooneye signal, so they double as image tests.
+  if (!scene.busy && scene.lcd_off_after_frames == 0) scene.ldbb_after_frames = 3;
   scene.title.clear();
   for (char c : name.substr(0, 15)) scene.title += (char)std::toupper((unsigned char)c);
   return build_ppu_scene_rom(scene);

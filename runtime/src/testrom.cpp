@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "gbx/runtime/backend.h"
+#include "gbx/runtime/screen_image.h"
 #include "gbx_abi.h"
 
 namespace gbx {
@@ -55,7 +56,51 @@ std::string one_line(std::string s) {
   return s;
 }
 
+// The image verdict: the env's last complete frame against the expected shades.
+Result<TestRomResult> image_verdict(Backend& be, const std::vector<uint8_t>& want,
+                                    const std::string& png, uint16_t pc) {
+  auto got = be.read_screen(0);
+  if (!got) return got.take_error();
+  TestRomResult r;
+  r.convention = "image";
+  int first = -1, differ = 0;
+  for (size_t i = 0; i < want.size() && i < got->size(); ++i)
+    if (want[i] != (*got)[i]) {
+      if (first < 0) first = (int)i;
+      ++differ;
+    }
+  r.passed = differ == 0;
+  char buf[1024];
+  if (r.passed)
+    std::snprintf(buf, sizeof buf, "screen at LD B,B (%04X) matches %s", pc, png.c_str());
+  else
+    std::snprintf(buf, sizeof buf,
+                  "screen at LD B,B (%04X) differs from %s in %d pixels, first at x=%d y=%d: "
+                  "shade %d, want %d",
+                  pc, png.c_str(), differ, first % GBX_SCREEN_W, first / GBX_SCREEN_W,
+                  (*got)[first], want[first]);
+  r.detail = buf;
+  return r;
+}
+
+Result<std::vector<uint8_t>> expected_screen(const std::string& png) {
+  auto img = read_png(png);
+  if (!img) return img.take_error();
+  if (img->width != GBX_SCREEN_W || img->height != GBX_SCREEN_H)
+    return make_error(ErrorKind::Input, png + " is " + std::to_string(img->width) + "x" +
+                                            std::to_string(img->height) +
+                                            ", not the 160x144 screen");
+  std::vector<uint8_t> shades(img->pixels.size());
+  for (size_t i = 0; i < shades.size(); ++i) shades[i] = shade_of_grey(img->pixels[i]);
+  return shades;
+}
+
 }  // namespace
+
+uint8_t shade_of_grey(uint8_t grey) {
+  // Midpoints between the greys 0xFF, 0xAA, 0x55, 0x00.
+  return grey >= 0xD5 ? 0 : grey >= 0x80 ? 1 : grey >= 0x2B ? 2 : 3;
+}
 
 Result<TestRomResult> run_test_rom(const Rom& rom, const TestRomOptions& o) {
   if (o.max_frames < 1) return make_error(ErrorKind::Usage, "--frames must be at least 1");
@@ -64,6 +109,16 @@ Result<TestRomResult> run_test_rom(const Rom& rom, const TestRomOptions& o) {
   cfg.threads = 1;
   cfg.stage = Stage::EmulateOnly;
   cfg.frames_per_step = o.frames_per_check > 0 ? o.frames_per_check : 1;
+  std::vector<uint8_t> want;
+  if (!o.expect_png.empty()) {
+    auto w = expected_screen(o.expect_png);
+    if (!w) return w.take_error();
+    want = std::move(w.value());
+    // A kernel that draws, and a step of one frame so that it draws every frame: the env
+    // stops mid-step at LD B,B and the frame before it must be there.
+    cfg.render = true;
+    cfg.frames_per_step = 1;
+  }
   cfg.verbose = o.verbose;
   cfg.debug = {"ldbb_trap"};
   auto made = make_backend(o.backend, rom, cfg);
@@ -77,7 +132,13 @@ Result<TestRomResult> run_test_rom(const Rom& rom, const TestRomOptions& o) {
     auto s = be.get_cpu_state(0);
     if (!s) return s.take_error();
     if (s->trap_kind == GBX_TRAP_LD_B_B) {
-      r = mooneye_verdict(s.value());
+      if (!want.empty()) {
+        auto img = image_verdict(be, want, o.expect_png, s->trap_pc);
+        if (!img) return img.take_error();
+        r = img.value();
+      } else {
+        r = mooneye_verdict(s.value());
+      }
       r.frames = frames;
       return r;
     }
@@ -88,6 +149,7 @@ Result<TestRomResult> run_test_rom(const Rom& rom, const TestRomOptions& o) {
       r.frames = frames;
       return r;
     }
+    if (!want.empty()) continue;  // an image test ends only at LD B,B
     auto serial = be.serial_output(0);
     if (!serial) return serial.take_error();
     const std::string& text = serial.value();

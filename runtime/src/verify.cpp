@@ -14,6 +14,8 @@
 #include "gbx/engine/cache.h"
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/rom.h"
+#include "gbx/runtime/screen_image.h"
+#include "gbx/runtime/specialize.h"
 #include "gbx/runtime/system_info.h"
 #include "gbx_abi.h"
 
@@ -92,6 +94,7 @@ struct Snapshot {
   CpuState cpu;
   std::vector<std::vector<uint8_t>> mem;  // one per compared region
   std::vector<std::string> mem_sha;
+  std::vector<uint8_t> screen;  // 160x144 shades, when the screens are compared
 };
 
 class Verifier {
@@ -109,10 +112,12 @@ class Verifier {
     cfg.threads = 1;  // one env
     cfg.rtc_lock = o_.rtc_lock;
     cfg.layout = o_.layout;
+    cfg.render = o_.screen;
     auto ref = make_backend(o_.ref, rom_, cfg);
     if (!ref) return ref.take_error();
     ref_ = std::move(ref.value());
     cfg.layout = o_.dut_layout;
+    if (auto st = apply_specialize_option(o_.dut_specialize, rom_, cfg); !st) return st;
     auto dut = make_backend(o_.dut, rom_, cfg);
     if (!dut) return dut.take_error();
     dut_ = std::move(dut.value());
@@ -154,6 +159,11 @@ class Verifier {
           std::string_view(reinterpret_cast<const char*>(m.value().data()), m.value().size())));
       s.mem.push_back(std::move(m.value()));
     }
+    if (o_.screen) {
+      auto sc = b.read_screen(0);
+      if (!sc) return sc.take_error();
+      s.screen = std::move(sc.value());
+    }
     return s;
   }
 
@@ -179,6 +189,18 @@ class Verifier {
           {"mem " + o_.regions[i].label(),
            at + "=0x" + hex(r.mem[i][k], 2) + " (sha256 " + r.mem_sha[i].substr(0, 12) + ")",
            at + "=0x" + hex(d.mem[i][k], 2) + " (sha256 " + d.mem_sha[i].substr(0, 12) + ")"});
+    }
+    if (r.screen != d.screen) {
+      size_t k = 0, n = 0;
+      while (k < r.screen.size() && k < d.screen.size() && r.screen[k] == d.screen[k]) ++k;
+      for (size_t i = 0; i < r.screen.size() && i < d.screen.size(); ++i)
+        n += r.screen[i] != d.screen[i];
+      const std::string at = "x=" + std::to_string(k % GBX_SCREEN_W) +
+                             " y=" + std::to_string(k / GBX_SCREEN_W) + " shade ";
+      const std::string count = " (" + std::to_string(n) + " pixels differ)";
+      diffs.push_back({"screen",
+                       at + (k < r.screen.size() ? std::to_string(r.screen[k]) : "-") + count,
+                       at + (k < d.screen.size() ? std::to_string(d.screen[k]) : "-") + count});
     }
     return diffs;
   }
@@ -360,6 +382,15 @@ Result<fs::path> write_bundle(const BundleInput& in) {
                          {"dut", "dut_" + tag}});
   }
 
+  // The two screens as pictures, when they were compared.
+  for (const auto& [file, snap] :
+       {std::pair{"ref_screen.png", in.ref_snap}, std::pair{"dut_screen.png", in.dut_snap}}) {
+    if (snap->screen.empty()) continue;
+    files.push_back(file);
+    if (auto st = write_png((tmp / file).string(), screen_image(snap->screen)); !st)
+      return st.take_error();
+  }
+
   if (auto st =
           put("ref_state.json",
               state_json(*in.ref, *in.ref_snap, in.step, "ref_", o.regions, dumps).dump(2) + "\n");
@@ -427,6 +458,7 @@ Result<fs::path> write_bundle(const BundleInput& in) {
         {"stage", std::string(to_string(o.stage))},
         {"num_envs", 1},
         {"mem_regions", regions},
+        {"screen", o.screen},
         {"inject_fault",
          o.fault ? json(std::to_string(o.fault->step) + ":" + o.fault->reg) : json(nullptr)}}},
       {"actions",

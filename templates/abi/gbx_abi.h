@@ -4,7 +4,7 @@
 #ifndef GBX_ABI_H
 #define GBX_ABI_H
 
-#define GBX_ABI_VERSION 5
+#define GBX_ABI_VERSION 6
 
 // Per-env writable memory (memory model dmg): only the regions a cartridge cannot supply.
 #define GBX_MEM_VRAM 0x0000u  // 0x8000-0x9FFF
@@ -130,6 +130,7 @@ typedef struct GbxParams {
   const unsigned short* gather_addrs;  // bus addresses read by the RAM-gather epilog
   int gather_count;
   int reserved1;
+  unsigned int* profile_counts;  // profiling kernels: instructions executed per ROM offset
 } GbxParams;
 
 #endif

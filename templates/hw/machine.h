@@ -80,7 +80,9 @@ GBX_FN i64 io_time(const Machine& b) { return b.cycles - 3; }
 // before, core_reload() after. On the CPU the Machine itself is the core (GBX_CORE_SPLIT 0):
 // x86-64 has too few registers for both the Cpu and a Core, and a separate Core measured
 // ~20% slower on ALU_LOOP (README "Hot fields").
-#if GBX_DEVICE_CUDA
+// Specialized blocks (kernel/spec_bus.h) and the profile counter take the Machine itself, so
+// those kernels keep it whole.
+#if GBX_DEVICE_CUDA && !GBX_SPECIALIZED && !GBX_PROFILE
 #define GBX_CORE_SPLIT 1
 #else
 #define GBX_CORE_SPLIT 0

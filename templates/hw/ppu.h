@@ -89,7 +89,21 @@ GBX_FN u8 ppu_ly_at_pos(i64 pos) {
   return (u8)line;
 }
 
-GBX_FN u8 ppu_ly(Machine& b) { return ppu_ly_at_pos(ppu_pos(b, io_time(b))); }
+// The last GBX_LINE_TURN_DOTS dots of lines 0-152, while the PPU turns to the next line
+// (mooneye lcdon_timing-GS, verified on DMG): LY already reads the next line, STAT still
+// reads the old mode and its LY=LYC bit reads 0, and OAM is already the PPU's when the next
+// line is visible (its OAM scan starts here, 4 dots before STAT shows mode 2). The STAT
+// interrupt line keeps comparing with the line in progress.
+#define GBX_LINE_TURN_DOTS 4
+GBX_FN bool ppu_line_turning(i64 pos) {
+  return pos % GBX_LINE_DOTS >= GBX_LINE_DOTS - GBX_LINE_TURN_DOTS && pos / GBX_LINE_DOTS < 153;
+}
+
+// LY as the CPU reads it.
+GBX_FN u8 ppu_ly(Machine& b) {
+  const i64 pos = ppu_pos(b, io_time(b));
+  return ppu_ly_at_pos(ppu_line_turning(pos) ? pos + GBX_LINE_TURN_DOTS : pos);
+}
 
 GBX_FN bool ppu_lyc_match(Machine& b, i64 at) {
   return ppu_ly_at_pos(ppu_pos(b, at)) == *io_reg(b, 0xFF45);
@@ -98,7 +112,8 @@ GBX_FN bool ppu_lyc_match(Machine& b, i64 at) {
 GBX_FN u8 ppu_stat(Machine& b) {
   const i64 at = io_time(b);
   const u8 stat = *io_reg(b, 0xFF41);
-  return (u8)(0x80 | (stat & 0x78) | (ppu_lyc_match(b, at) ? 4 : 0) | ppu_mode(b, at));
+  const bool lyc = ppu_lyc_match(b, at) && !(ppu_lcd_on(b) && ppu_line_turning(ppu_pos(b, at)));
+  return (u8)(0x80 | (stat & 0x78) | (lyc ? 4 : 0) | ppu_mode(b, at));
 }
 
 // The STAT interrupt line (Pan Docs "STAT interrupt"): the OR of the enabled sources. Only
@@ -205,5 +220,22 @@ GBX_FN void ppu_write_timing_reg(Machine& b, u32 addr, u8 v) {
 
 // CPU access windows (Pan Docs "Accessing VRAM and OAM"): VRAM is the PPU's in mode 3, OAM
 // in modes 2 and 3; the CPU then reads 0xFF and its writes are lost.
-GBX_FN bool ppu_vram_locked(Machine& b) { return ppu_mode(b, io_time(b)) == 3; }
-GBX_FN bool ppu_oam_locked(Machine& b) { return ppu_mode(b, io_time(b)) >= 2; }
+// The PPU takes them 4 dots before STAT shows the mode (mooneye lcdon_timing-GS, DMG): VRAM
+// from dot 76 (dot 80 on the first line after the LCD is switched on, which has no OAM scan
+// before it), OAM in the last 4 dots of the line before a visible line (ppu_line_turning).
+GBX_FN bool ppu_vram_locked(Machine& b) {
+  const i64 at = io_time(b);
+  const u8 mode = ppu_mode(b, at);
+  if (mode == 3) return true;
+  if (mode != 2) return false;
+  return ppu_pos(b, at) % GBX_LINE_DOTS >= GBX_MODE2_DOTS - GBX_LINE_TURN_DOTS;
+}
+GBX_FN bool ppu_oam_locked(Machine& b) {
+  const i64 at = io_time(b);
+  if (ppu_mode(b, at) >= 2) return true;
+  if (!ppu_lcd_on(b)) return false;
+  const i64 pos = ppu_pos(b, at);
+  const i64 line = pos / GBX_LINE_DOTS;
+  // Before lines 1-143, and (by the same rule) before line 0 at the end of line 153.
+  return pos % GBX_LINE_DOTS >= GBX_LINE_DOTS - GBX_LINE_TURN_DOTS && (line < 143 || line == 153);
+}

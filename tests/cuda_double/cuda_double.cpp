@@ -12,10 +12,17 @@
 //   shim that defines the CUDA keywords and built-ins (blockIdx, threadIdx, ...), so the very
 //   kernel the GPU would run, bounds check included, runs on the CPU. The object is cached
 //   beside the entries (a key of its own), so each kernel is compiled for the CPU once.
-// - Launches run at the call, thread by thread over the grid. The parameter block is copied
-//   and every 8-byte word that falls in the fake device range is translated (no knowledge
-//   of the parameter struct's fields beyond its size: GbxParams, or the type and size a
-//   cache entry's meta.json names in params_type/params_bytes, as the env copy kernel does).
+//   Every `__global__ void NAME(...)` of the source is a function of the module (gbx_step,
+//   gbx_read_memory, gbx_copy_envs), with a launcher made from its own parameter list.
+// - Launches run at the call, thread by thread over the grid. Each parameter is copied (its
+//   size comes from the compiled launcher) and every 8-byte word of it that falls in the fake
+//   device range is translated: no knowledge of a parameter struct's fields.
+// - Page-locked host memory (cuMemHostAlloc): an async device-to-host copy into it lands only
+//   when the host synchronises past the copy (stream, event or context sync); until then the
+//   destination holds a poison pattern (0xCD), so a host read that skipped the sync sees
+//   garbage in CI instead of a stale value on a GPU. An async host-to-device copy from it
+//   checks at that sync that the host did not rewrite the source while the copy was in flight,
+//   and freeing page-locked memory that a copy still uses aborts.
 // - Ordering: every stream, event and the host carry a vector clock; every device access is
 //   recorded with its stream and position. An access that overlaps an earlier one (one of
 //   them a write) with no happens-before edge between them (stream order, legacy-stream
@@ -30,6 +37,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
@@ -228,22 +236,29 @@ struct Allocation {
 
 // ---- modules -------------------------------------------------------------------------------
 
-using LaunchFn = void (*)(const void* params, const unsigned* dims);
+// A kernel's launcher: with dims == nullptr it writes the size of each parameter into sizes and
+// returns their count; else it runs the grid over args (one pointer per parameter).
+using LaunchFn = unsigned (*)(void* const* args, const unsigned* dims, unsigned* sizes);
+
+struct Kernel {
+  LaunchFn launch = nullptr;
+  std::vector<unsigned> param_sizes;
+};
 
 struct Module {
-  std::string entry_point;
   std::string image_sha256;
-  LaunchFn launch = nullptr;
-  int registers = 0;
-  size_t params_bytes = sizeof(GbxParams);  // the kernel's one parameter
+  std::map<std::string, Kernel> kernels;  // every __global__ function of the source
 };
 
 struct Function {
   Module* module = nullptr;
+  std::string name;
+  const Kernel* kernel = nullptr;
 };
 
 // CUDA's limit on a kernel's parameters (before 12.1's 32 KiB on Volta and later).
 constexpr size_t kMaxParamsBytes = 4096;
+constexpr unsigned kMaxParams = 32;
 
 // The CUDA source compiled for the host: the keywords become host attributes, the built-in
 // index variables plain globals the launcher sets before each thread's call. Launches run
@@ -258,13 +273,57 @@ struct GbxDoubleDim3 { unsigned x, y, z; };
 static GbxDoubleDim3 threadIdx, blockIdx, blockDim, gridDim;
 )";
 
-std::string launcher(const std::string& entry, const std::string& params_type,
-                     size_t params_bytes) {
-  return "\n// GBX CUDA double: the grid, one thread after another.\n"
-         "static_assert(sizeof(" +
-         params_type + ") == " + std::to_string(params_bytes) +
-         ", \"the cache entry's params_bytes is the parameter's size\");\n"
-         "extern \"C\" void gbx_double_launch(const void* params, const unsigned* d) {\n"
+struct KernelDecl {
+  std::string name;
+  std::vector<std::string> param_types;
+};
+
+// The `__global__ void NAME(T0 a, T1 b, ...)` declarations of a CUDA source: parameter types
+// are what precedes each parameter's name.
+std::vector<KernelDecl> kernel_decls(const std::string& src) {
+  std::vector<KernelDecl> out;
+  const std::string tag = "__global__ void ";
+  for (size_t at = src.find(tag); at != std::string::npos; at = src.find(tag, at + 1)) {
+    const size_t name_at = at + tag.size();
+    const size_t open = src.find('(', name_at);
+    const size_t close = src.find(')', open);
+    if (open == std::string::npos || close == std::string::npos) continue;
+    KernelDecl d;
+    d.name = src.substr(name_at, open - name_at);
+    std::string params = src.substr(open + 1, close - open - 1);
+    size_t begin = 0;
+    while (begin <= params.size()) {
+      size_t comma = params.find(',', begin);
+      if (comma == std::string::npos) comma = params.size();
+      std::string p = params.substr(begin, comma - begin);
+      size_t e = p.find_last_not_of(" \t\n");
+      size_t b = e;
+      while (b != std::string::npos && b > 0 &&
+             (std::isalnum((unsigned char)p[b - 1]) || p[b - 1] == '_'))
+        --b;
+      if (e != std::string::npos) d.param_types.push_back(p.substr(0, b));
+      begin = comma + 1;
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::string launcher(const KernelDecl& k) {
+  std::string types, call, sizes;
+  for (size_t i = 0; i < k.param_types.size(); ++i) {
+    const std::string t = "gbx_double_" + k.name + "_" + std::to_string(i);
+    types += "typedef " + k.param_types[i] + " " + t + ";\n";
+    call += (i ? ", *(" : "*(") + t + "*)args[" + std::to_string(i) + "]";
+    sizes += "    sizes[" + std::to_string(i) + "] = sizeof(" + t + ");\n";
+  }
+  const std::string count = std::to_string(k.param_types.size());
+  return "\n// GBX CUDA double: the grid of " + k.name + ", one thread after another.\n" + types +
+         "extern \"C\" unsigned gbx_double_kernel_" + k.name +
+         "(void* const* args, const unsigned* d, unsigned* sizes) {\n"
+         "  if (!d) {\n" +
+         sizes + "    return " + count +
+         ";\n  }\n"
          "  gridDim.x = d[0]; gridDim.y = d[1]; gridDim.z = d[2];\n"
          "  blockDim.x = d[3]; blockDim.y = d[4]; blockDim.z = d[5];\n"
          "  for (unsigned bz = 0; bz < d[2]; ++bz) for (unsigned by = 0; by < d[1]; ++by)\n"
@@ -274,17 +333,40 @@ std::string launcher(const std::string& entry, const std::string& params_type,
          "    for (unsigned tx = 0; tx < d[3]; ++tx) {\n"
          "      threadIdx.x = tx; threadIdx.y = ty; threadIdx.z = tz;\n"
          "      " +
-         entry + "(*(const " + params_type +
-         "*)params);\n"
+         k.name + "(" + call +
+         ");\n"
          "    }\n"
          "  }\n"
+         "  return " +
+         count +
+         ";\n"
          "}\n";
 }
 
 // ---- the double's state --------------------------------------------------------------------
 
+// An async copy into page-locked memory, not yet seen complete by the host.
+struct Landing {
+  int stream = 0;
+  uint64_t epoch = 0;
+  uint8_t* dst = nullptr;
+  std::vector<uint8_t> bytes;
+};
+
+// An async copy out of page-locked memory: the host must leave the source alone until then.
+struct PinnedSource {
+  int stream = 0;
+  uint64_t epoch = 0;
+  const uint8_t* src = nullptr;
+  std::vector<uint8_t> snapshot;
+  std::string what;
+};
+
 struct State {
   std::recursive_mutex mu;
+  std::map<uintptr_t, size_t> pinned;  // page-locked host allocations by address
+  std::vector<Landing> landings;
+  std::vector<PinnedSource> pinned_sources;
   bool initialised = false;
   CUresult sticky = CUDA_SUCCESS;  // a kernel fault poisons the context, as on a GPU
   bool pending_fault = false;      // a faulting launch not yet observed by a sync
@@ -408,7 +490,46 @@ Allocation* device_range(uint64_t addr, size_t bytes, const char* call) {
   return a;
 }
 
-void host_waits_for(const Clock& c) { join(st().host, c); }
+// The page-locked allocation holding [p, p + bytes), or nullptr for pageable memory.
+const std::pair<const uintptr_t, size_t>* pinned_range(const void* p, size_t bytes) {
+  State& S = st();
+  const uintptr_t v = reinterpret_cast<uintptr_t>(p);
+  auto it = S.pinned.upper_bound(v);
+  if (it == S.pinned.begin()) return nullptr;
+  --it;
+  if (v - it->first >= it->second) return nullptr;
+  if (bytes > it->second - (v - it->first))
+    die("a copy of %zu bytes at %p runs past the end of its page-locked allocation", bytes, p);
+  return &*it;
+}
+
+// The host now knows everything in `c` has completed: copies into page-locked memory that
+// were waiting for it land, and copies out of it must have seen the source untouched.
+void host_waits_for(const Clock& c) {
+  State& S = st();
+  join(S.host, c);
+  auto& l = S.landings;
+  for (auto it = l.begin(); it != l.end();) {
+    if (at(S.host, it->stream) < it->epoch) {
+      ++it;
+      continue;
+    }
+    std::memcpy(it->dst, it->bytes.data(), it->bytes.size());
+    it = l.erase(it);
+  }
+  auto& ps = S.pinned_sources;
+  for (auto it = ps.begin(); it != ps.end();) {
+    if (at(S.host, it->stream) < it->epoch) {
+      ++it;
+      continue;
+    }
+    if (std::memcmp(it->src, it->snapshot.data(), it->snapshot.size()) != 0)
+      die("the host rewrote page-locked memory at %p while %s on %s was still reading it (no "
+          "synchronisation in between); on a GPU the copy may send the new bytes",
+          (const void*)it->src, it->what.c_str(), stream_name(it->stream).c_str());
+    it = ps.erase(it);
+  }
+}
 
 // A sync point: a pending kernel fault surfaces here, as an asynchronous error does on a GPU.
 CUresult sync_result() {
@@ -463,20 +584,16 @@ CUresult compile_for_host(const gbx::CacheEntry& entry, const std::string& sha, 
          src.error().message.c_str());
     return CUDA_ERROR_INVALID_IMAGE;
   }
-  m.entry_point = entry.meta.value("entry_point", std::string("gbx_step"));
-  // Generated kernels take GbxParams; other kernels (the env copy kernel) name theirs.
-  const std::string params_type = entry.meta.value("params_type", std::string("GbxParams"));
-  m.params_bytes = entry.meta.value("params_bytes", sizeof(GbxParams));
-  if (m.params_bytes == 0 || m.params_bytes > kMaxParamsBytes) {
-    note("cache entry %s: parameter block of %zu bytes (the limit is %zu)", entry.key.c_str(),
-         m.params_bytes, kMaxParamsBytes);
+  const std::vector<KernelDecl> decls = kernel_decls(*src);
+  if (decls.empty()) {
+    note("cache entry %s's source.cu declares no __global__ function", entry.key.c_str());
     return CUDA_ERROR_INVALID_IMAGE;
   }
-  const std::string source =
-      std::string(kCudaOnCpuShim) + *src + launcher(m.entry_point, params_type, m.params_bytes);
+  std::string source = std::string(kCudaOnCpuShim) + *src;
+  for (const KernelDecl& d : decls) source += launcher(d);
 
   gbx::CpuCompileOptions opts;
-  std::string key_text = "gbx-cuda-double/1\n" + gbx::cpu_compiler_identity() + "\n";
+  std::string key_text = "gbx-cuda-double/2\n" + gbx::cpu_compiler_identity() + "\n";
   for (const auto& a : gbx::cpu_compile_args(opts)) key_text += a + "\n";
   key_text += source;
   const std::string key = gbx::sha256_hex(key_text);
@@ -498,13 +615,28 @@ CUresult compile_for_host(const gbx::CacheEntry& entry, const std::string& sha, 
         {"kind", "gbx-cuda-double host object"}, {"cuda_entry", entry.key}, {"image_sha256", sha}};
     cache.publish(key, {{"source.cpp", source}, {"module.o", object}}, meta, &warnings);
   }
-  auto fn = gbx::jit_load_object("gbx-cuda-double-" + key, object, "gbx_double_launch");
-  if (!fn) {
-    note("loading the host object of cache entry %s failed: %s", entry.key.c_str(),
-         fn.error().message.c_str());
-    return CUDA_ERROR_INVALID_IMAGE;
+  for (const KernelDecl& d : decls) {
+    auto fn = gbx::jit_load_object("gbx-cuda-double-" + key, object, "gbx_double_kernel_" + d.name);
+    if (!fn) {
+      note("loading the host object of cache entry %s failed: %s", entry.key.c_str(),
+           fn.error().message.c_str());
+      return CUDA_ERROR_INVALID_IMAGE;
+    }
+    Kernel k;
+    k.launch = reinterpret_cast<LaunchFn>(*fn);
+    unsigned sizes[kMaxParams] = {};
+    if (d.param_types.size() > kMaxParams) die("kernel %s: too many parameters", d.name.c_str());
+    const unsigned count = k.launch(nullptr, nullptr, sizes);
+    k.param_sizes.assign(sizes, sizes + count);
+    size_t total = 0;
+    for (unsigned sz : k.param_sizes) total += (sz + 15) / 16 * 16;
+    if (total > kMaxParamsBytes) {
+      note("cache entry %s: kernel %s takes %zu bytes of parameters (the limit is %zu)",
+           entry.key.c_str(), d.name.c_str(), total, kMaxParamsBytes);
+      return CUDA_ERROR_INVALID_IMAGE;
+    }
+    m.kernels[d.name] = std::move(k);
   }
-  m.launch = reinterpret_cast<LaunchFn>(*fn);
   return CUDA_SUCCESS;
 }
 
@@ -699,9 +831,12 @@ CUresult d_cuModuleGetFunction(CUfunction* f, CUmodule h, const char* name) {
   NEED_CONTEXT();
   if (!f || !name) return CUDA_ERROR_INVALID_VALUE;
   Module* m = module_of(h);
-  if (m->entry_point != name) return CUDA_ERROR_NOT_FOUND;
+  auto k = m->kernels.find(name);
+  if (k == m->kernels.end()) return CUDA_ERROR_NOT_FOUND;
   auto fn = std::make_unique<Function>();
   fn->module = m;
+  fn->name = name;
+  fn->kernel = &k->second;
   *f = reinterpret_cast<CUfunction>(fn.get());
   st().functions.push_back(std::move(fn));
   return CUDA_SUCCESS;
@@ -771,6 +906,43 @@ CUresult d_cuMemFree(CUdeviceptr p) {
   return CUDA_SUCCESS;
 }
 
+CUresult d_cuMemHostAlloc(void** p, size_t bytes, unsigned flags) {
+  LOCK();
+  NEED_CONTEXT();
+  if (!p || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (flags != 0) die("cuMemHostAlloc flags %u are not modelled (GBX asks for 0)", flags);
+  if (injection().hit("oom", true)) return CUDA_ERROR_OUT_OF_MEMORY;
+  void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  std::memset(m, 0xA5, bytes);
+  st().pinned[reinterpret_cast<uintptr_t>(m)] = bytes;
+  *p = m;
+  return CUDA_SUCCESS;
+}
+
+CUresult d_cuMemFreeHost(void* p) {
+  LOCK();
+  NEED_CONTEXT();
+  State& S = st();
+  auto it = S.pinned.find(reinterpret_cast<uintptr_t>(p));
+  if (it == S.pinned.end()) {
+    note("cuMemFreeHost(%p): not a page-locked allocation", p);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const uint8_t* b = static_cast<const uint8_t*>(p);
+  for (const Landing& l : S.landings)
+    if (l.dst >= b && l.dst < b + it->second)
+      die("cuMemFreeHost(%p) while a copy into it on %s is not known to be complete", p,
+          stream_name(l.stream).c_str());
+  for (const PinnedSource& x : S.pinned_sources)
+    if (x.src >= b && x.src < b + it->second)
+      die("cuMemFreeHost(%p) while %s on %s may still read it", p, x.what.c_str(),
+          stream_name(x.stream).c_str());
+  munmap(p, it->second);
+  S.pinned.erase(it);
+  return CUDA_SUCCESS;
+}
+
 CUresult copy_h2d(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream, bool sync) {
   LOCK();
   NEED_CONTEXT();
@@ -784,11 +956,17 @@ CUresult copy_h2d(CUdeviceptr dst, const void* src, size_t bytes, CUstream strea
   if (sync) host_waits_for(st().streams[0].clock);
   Op op = begin_op(s);
   const size_t off = dst - a->base;
-  access(op, *a, off, off + bytes, true,
-         std::string(sync ? "cuMemcpyHtoD" : "cuMemcpyHtoDAsync") + " of " + std::to_string(bytes) +
-             " bytes");
+  const std::string what = std::string(sync ? "cuMemcpyHtoD" : "cuMemcpyHtoDAsync") + " of " +
+                           std::to_string(bytes) + " bytes";
+  access(op, *a, off, off + bytes, true, what);
   std::memcpy(a->host() + off, src, bytes);
   end_op(op);
+  if (!sync && pinned_range(src, bytes)) {
+    // Not staged: the GPU reads the source when the copy runs.
+    const auto* p = static_cast<const uint8_t*>(src);
+    st().pinned_sources.push_back(
+        PinnedSource{s->id, at(op.clock, s->id), p, std::vector<uint8_t>(p, p + bytes), what});
+  }
   return CUDA_SUCCESS;
 }
 
@@ -805,7 +983,16 @@ CUresult copy_d2h(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, boo
   access(op, *a, off, off + bytes, false,
          std::string(sync ? "cuMemcpyDtoH" : "cuMemcpyDtoHAsync") + " of " + std::to_string(bytes) +
              " bytes");
-  std::memcpy(dst, a->host() + off, bytes);
+  if (!sync && pinned_range(dst, bytes)) {
+    // Truly asynchronous: the bytes are the device's now, but they reach the host only when
+    // the host synchronises past this copy.
+    const uint8_t* from = a->host() + off;
+    st().landings.push_back(
+        Landing{s->id, at(op.clock, s->id), static_cast<uint8_t*>(dst), {from, from + bytes}});
+    std::memset(dst, 0xCD, bytes);
+  } else {
+    std::memcpy(dst, a->host() + off, bytes);
+  }
   end_op(op);
   if (sync) {
     host_waits_for(op.clock);  // returns when the data is in host memory
@@ -866,26 +1053,33 @@ CUresult d_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, u
   Stream* s = stream_of(stream);
   Op op = begin_op(s);
 
-  // The kernel's one parameter, copied now (as the driver does) and translated word by word.
+  // The parameters, copied now (as the driver does) and translated word by word.
   alignas(16) unsigned char storage[kMaxParamsBytes];
-  const size_t block_bytes = fn->module->params_bytes;
-  unsigned char* block = storage;
-  std::memcpy(block, params[0], block_bytes);
-  const std::string what = "kernel " + fn->module->entry_point + " <<<" + std::to_string(gx) +
-                           ", " + std::to_string(bx) + ">>>";
+  void* args[kMaxParams] = {};
+  const std::string what =
+      "kernel " + fn->name + " <<<" + std::to_string(gx) + ", " + std::to_string(bx) + ">>>";
   std::vector<Allocation*> touched;
-  for (size_t off = 0; off + 8 <= block_bytes; off += 8) {
-    uint64_t w;
-    std::memcpy(&w, block + off, 8);
-    if (w < kDeviceBase || w >= kDeviceEnd) continue;
-    Allocation* a = find_alloc(w);
-    if (!a)
-      die("%s: parameter word at byte %zu is device address %s, which lies in no live "
-          "allocation (freed, or out of bounds)",
-          what.c_str(), off, hex(w).c_str());
-    const uint64_t host = reinterpret_cast<uint64_t>(a->host()) + (w - a->base);
-    std::memcpy(block + off, &host, 8);
-    if (std::find(touched.begin(), touched.end(), a) == touched.end()) touched.push_back(a);
+  size_t used = 0;
+  for (size_t i = 0; i < fn->kernel->param_sizes.size(); ++i) {
+    if (!params[i]) return CUDA_ERROR_INVALID_VALUE;
+    const size_t bytes = fn->kernel->param_sizes[i];
+    unsigned char* arg = storage + used;
+    used += (bytes + 15) / 16 * 16;
+    std::memcpy(arg, params[i], bytes);
+    args[i] = arg;
+    for (size_t off = 0; off + 8 <= bytes; off += 8) {
+      uint64_t w;
+      std::memcpy(&w, arg + off, 8);
+      if (w < kDeviceBase || w >= kDeviceEnd) continue;
+      Allocation* a = find_alloc(w);
+      if (!a)
+        die("%s: parameter %zu's word at byte %zu is device address %s, which lies in no live "
+            "allocation (freed, or out of bounds)",
+            what.c_str(), i, off, hex(w).c_str());
+      const uint64_t host = reinterpret_cast<uint64_t>(a->host()) + (w - a->base);
+      std::memcpy(arg + off, &host, 8);
+      if (std::find(touched.begin(), touched.end(), a) == touched.end()) touched.push_back(a);
+    }
   }
   // The double cannot tell which bytes a kernel reads or writes: every allocation it was
   // given is taken as written, whole.
@@ -894,7 +1088,7 @@ CUresult d_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, u
     st().pending_fault = true;  // reported by the next synchronisation, as on a GPU
   } else {
     const unsigned dims[6] = {gx, gy, gz, bx, by, bz};
-    fn->module->launch(block, dims);
+    fn->kernel->launch(args, dims, nullptr);
   }
   end_op(op);
   return CUDA_SUCCESS;
@@ -1025,6 +1219,8 @@ const Proc kProcs[] = {
     P(cuFuncGetAttribute, PFN_cuFuncGetAttribute_v2020),
     P(cuMemAlloc, PFN_cuMemAlloc_v3020),
     P(cuMemFree, PFN_cuMemFree_v3020),
+    P(cuMemHostAlloc, PFN_cuMemHostAlloc_v2020),
+    P(cuMemFreeHost, PFN_cuMemFreeHost_v2000),
     P(cuMemcpyHtoD, PFN_cuMemcpyHtoD_v3020),
     P(cuMemcpyHtoDAsync, PFN_cuMemcpyHtoDAsync_v3020),
     P(cuMemcpyDtoH, PFN_cuMemcpyDtoH_v3020),

@@ -62,7 +62,9 @@ namespace gbx {
     "cuStreamSynchronize")                                                                        \
   X(cuOccupancyMaxPotentialBlockSize, PFN_cuOccupancyMaxPotentialBlockSize_v6050,                 \
     "cuOccupancyMaxPotentialBlockSize", "cuOccupancyMaxPotentialBlockSize")                       \
-  GBX_CUDA_DRIVER_FUNCTIONS_FDOUBLE(X)
+  GBX_CUDA_DRIVER_FUNCTIONS_FDOUBLE(X)                                                            \
+  X(cuMemHostAlloc, PFN_cuMemHostAlloc_v2020, "cuMemHostAlloc", "cuMemHostAlloc")                 \
+  X(cuMemFreeHost, PFN_cuMemFreeHost_v2000, "cuMemFreeHost", "cuMemFreeHost")
 
 // ---- added by fdouble (stream-ordered fills, events) --------------------------------------
 #define GBX_CUDA_DRIVER_FUNCTIONS_FDOUBLE(X)                                                      \
@@ -213,6 +215,27 @@ class DeviceBuffer {
   void reset();
   const CudaContext* ctx_ = nullptr;
   CUdeviceptr ptr_ = 0;
+  size_t size_ = 0;
+};
+
+// Page-locked host memory (cuMemHostAlloc), freed on destruction: the destination of the bulk
+// output copies, so a device-to-host copy is truly asynchronous. Its contents are valid only
+// after the stream that copied into it has been synchronised.
+class PinnedBuffer {
+ public:
+  static Result<PinnedBuffer> alloc(const CudaContext& ctx, size_t bytes);
+  PinnedBuffer() = default;
+  PinnedBuffer(PinnedBuffer&& other) noexcept;
+  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
+  ~PinnedBuffer();
+
+  uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  void reset();
+  const CudaContext* ctx_ = nullptr;
+  uint8_t* data_ = nullptr;
   size_t size_ = 0;
 };
 

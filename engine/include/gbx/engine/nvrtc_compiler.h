@@ -43,9 +43,16 @@ PtxasReport parse_ptxas_log(std::string_view log);
 // worst kernel decides occupancy and spilling. `function` is set when there is one entry.
 ResourceUsage summarize_entries(const PtxasReport& report);
 
+// GBX_CUDA_FAST_COMPILE=1: NVRTC's --Ofast-compile=max (front end and ptxas skip their
+// expensive optimizations): a cold full_step compile drops from ~30 s to ~1.5 s of CPU, for a
+// kernel of unmeasured GPU speed (little inlining: a 728 B stack frame). README "CUDA compile
+// time" has the numbers. Off by default.
+bool nvrtc_fast_compile_from_env();
+
 struct NvrtcOptions {
   std::vector<std::string> archs = {"sm_80", "sm_90"};  // real archs: each gets a CUBIN
   bool line_info = true;
+  bool fast_compile = nvrtc_fast_compile_from_env();  // --Ofast-compile=max (in the key)
   std::vector<std::string> extra;  // appended after the fixed options, before the arch
   bool parallel = true;            // one thread per arch (NVRTC allows concurrent programs)
 };

@@ -1,11 +1,14 @@
 #pragma once
 // Synthesis parameters: every field is part of the kernel's identity (and its cache key).
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace gbx {
+
+struct SpecPlan;  // gbx/engine/specialize.h
 
 enum class Stage { EmulateOnly, RewardOnly, ObsOnly, FullStep };
 enum class Device { Cpu, Cuda };
@@ -41,6 +44,13 @@ struct SynthParams {
   }
   bool rtc_lock = false;  // cartridge clocks (MBC3 RTC) never advance
   MemLayout layout = MemLayout::EnvMajor;
+  // Profiling interpreter: counts instructions executed per ROM offset into
+  // GbxParams::profile_counts. Not compiled in otherwise.
+  bool profile = false;
+  // ROM-specialized kernel (design.md section 10): the plan's hot blocks compiled in beside
+  // the interpreter. Its ROM SHA-256 and hot-set hash are in canonical(); the blocks' code is
+  // in the source, and so in the key.
+  std::shared_ptr<const SpecPlan> specialize;
 
   // Canonical "key=value;..." string used in hashes, metadata and comments.
   std::string canonical() const;

@@ -60,6 +60,14 @@ struct BackendConfig {
   ObsFormat obs_format = ObsFormat::Full;
   bool render = false;                 // draw the screen whatever the stage (screenshots)
   std::vector<uint16_t> gather_addrs;  // RAM gather: bytes the obs stages copy out per env
+  // cpu: count instructions per ROM offset (the profiling interpreter, gbx/engine/specialize.h)
+  bool profile = false;
+  // cpu/cuda: a ROM-specialized kernel for this plan (its ROM must be the backend's ROM).
+  std::shared_ptr<const SpecPlan> specialize;
+  // cpu: specialize automatically: profile this many frames on the profiling interpreter,
+  // then compile the specialized kernel in the background and swap it in between steps once
+  // it is ready (0: off). Steps never wait for that compile.
+  int specialize_auto_frames = 0;
 };
 
 // One named, typed output of a step, for all envs: env-major inside its section.
@@ -106,6 +114,8 @@ inline SynthParams synth_params_for(const BackendConfig& cfg, Device device, int
   p.obs = cfg.obs;
   p.obs_format = cfg.obs_format;
   p.render = cfg.render;
+  p.profile = cfg.profile;
+  p.specialize = cfg.specialize;
   return p;
 }
 
@@ -146,6 +156,17 @@ class Backend {
   virtual Status step(const std::vector<int32_t>& actions) = 0;
   virtual Status sync() = 0;
   virtual Result<CpuState> get_cpu_state(int env) = 0;
+  // Every env's registers and counters (cuda: one transfer for all envs; verify keeps the
+  // per-env get_cpu_state).
+  virtual Result<std::vector<CpuState>> cpu_states() {
+    std::vector<CpuState> out;
+    for (int e = 0; e < num_envs(); ++e) {
+      auto s = get_cpu_state(e);
+      if (!s) return s.take_error();
+      out.push_back(*s);
+    }
+    return out;
+  }
   // Bytes [lo, hi) of env's bus view (hi exclusive, <= 0x10000).
   virtual Result<std::vector<uint8_t>> read_memory(int env, uint32_t lo, uint32_t hi) = 0;
   // The same range with cartridge RAM as the env holds it (current bank) even while the

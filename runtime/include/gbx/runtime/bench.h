@@ -39,8 +39,13 @@ struct BenchOptions {
   int64_t sync_every = 64;
   int device_index = 0;
   int block_size = 0;  // cuda threads per block; 0 = the backend's choice
-  std::string label;   // name of the sweep in reports; "" = backend, "-t<threads>" if given
+  std::string label;  // name of the sweep in reports; "" = backend, "-t<threads>" if given
+  // Action policy (action_policy.h): "random" (default, seeded per env per step), "none" or
+  // a file of action bytes. Recorded in the sweep's config.actions.
+  std::string actions = "random";
+  uint64_t action_seed = 1;
   bool verbose = false;
+  std::string specialize = "off";  // off | profile:FILE | auto[:N] (gbx/runtime/specialize.h)
   // Live progress (one line, replaced as it goes) and a note per finished env count.
   std::function<void(const std::string&)> progress;
   std::function<void(const std::string&)> done;

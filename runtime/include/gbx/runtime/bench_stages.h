@@ -11,13 +11,15 @@
 namespace gbx {
 
 struct StageVariant {
-  std::string label;  // as given: stage[:obs[:format]], e.g. obs_only:pixels:packed
+  std::string label;  // as given: stage[:obs[:format]][@tN], e.g. obs_only:pixels:packed@t2
   Stage stage = Stage::EmulateOnly;
   ObsKind obs = ObsKind::Vec;
   ObsFormat obs_format = ObsFormat::Full;
+  int threads = -1;  // @tN: this variant's cpu threads; -1 = the options' threads
 };
 
-// "emulate_only" or "obs_only:pixels" or "full_step:pixels:half".
+// "emulate_only" or "obs_only:pixels" or "full_step:pixels:half", each optionally followed by
+// "@tN" (N threads, e.g. "emulate_only@t1" vs "emulate_only@t2" compares thread counts).
 Result<StageVariant> parse_stage_variant(const std::string& text);
 
 struct InterleavedBenchOptions {
@@ -29,6 +31,8 @@ struct InterleavedBenchOptions {
   int rounds = 10;
   int steps_per_round = 2;
   int warmup_steps = 2;
+  std::string actions = "random";  // action policy (action_policy.h)
+  uint64_t action_seed = 1;
   std::vector<StageVariant> variants;
 };
 
@@ -39,6 +43,11 @@ struct VariantResult {
   long long env_frames = 0;
   double frames_per_sec = 0;
   double ratio_to_first = 0;  // frames/s over the first variant's
+  // Process CPU time (all threads, user + system) spent in this variant's timed steps, and
+  // frames per CPU second: what threads cost in spinning and waiting, which wall time on a
+  // shared machine cannot show.
+  double cpu_seconds = 0;
+  double frames_per_cpu_second = 0;
 };
 
 Result<std::vector<VariantResult>> run_interleaved_bench(const InterleavedBenchOptions& o);

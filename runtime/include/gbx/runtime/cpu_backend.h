@@ -1,12 +1,15 @@
 #pragma once
-// The cpu backend: the JIT-compiled kernel stepped over all cores (OpenMP), env chunks per
-// thread. State lives in an EnvState the conformance runner may also set directly.
+// The cpu backend: the JIT-compiled kernel stepped over all cores by a persistent worker pool
+// (worker_pool.h: a fixed env range per thread, the tail shared by stealing). State lives in an
+// EnvState the conformance runner may also set directly.
+#include <future>
 #include <memory>
 #include <optional>
 
 #include "gbx/engine/kernel_builder.h"
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/env_state.h"
+#include "gbx/runtime/worker_pool.h"
 
 namespace gbx {
 
@@ -53,6 +56,11 @@ class CpuBackend : public Backend {
   EnvState& state() { return state_; }
   const KernelBuild& kernel_build() const { return kernel_.build; }
   int threads() const { return threads_; }
+  // Profiling kernels (BackendConfig::profile): instructions executed per ROM offset so far.
+  const std::vector<uint32_t>& profile_counts() const { return profile_counts_; }
+  // specialize_auto_frames: "profiling", "compiling", "specialized" (or "failed: ..."); "off".
+  std::string specialize_status() const { return auto_status_; }
+  ~CpuBackend() override;
 
  private:
   CpuBackend() = default;
@@ -74,8 +82,16 @@ class CpuBackend : public Backend {
   std::vector<OutputSection> sections_;
   // What reset() copies into an env: one image shared by all envs, or one per env.
   EnvState reset_image_;
+  std::vector<uint32_t> profile_counts_;
+  // Tiering (specialize_auto_frames): frames profiled so far, the background compile, state.
+  void auto_tier_after_step(int frames);
+  void use_kernel(CpuKernel k);
+  int64_t auto_frames_ = 0;
+  std::future<Result<CpuKernel>> auto_compile_;
+  std::string auto_status_ = "off";
   std::vector<int32_t> release_;  // release_after_frames for every env
   int threads_ = 1;
+  std::unique_ptr<WorkerPool> pool_;  // min(threads_, envs) participants, the caller included
 };
 
 }  // namespace gbx

@@ -6,8 +6,12 @@
 // env copy kernel (gbx/engine/cuda_env_copy.h): only the mask crosses the bus. The same
 // kernel gathers one env's element of every state array into a one-env staging block, so a
 // read or save of an env is one launch and two copies, and scatters a loaded blob back.
-// step() only enqueues; sync() waits. Everything runs on one stream, in order.
+// Memory reads run the kernel's own gbx_read_memory on the device: one launch, one copy of the
+// slice. Bulk host reads (outputs(), cpu_states()) are one async copy each into page-locked
+// memory, made only when asked for. step() only enqueues; sync() waits. Everything runs on one
+// stream, in order.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,10 +42,21 @@ class CudaBackend : public Backend {
   Status step(const std::vector<int32_t>& actions) override;  // asynchronous
   Status sync() override;
   Result<CpuState> get_cpu_state(int env) override;
+  Result<std::vector<CpuState>> cpu_states() override;  // one launch, one copy
+  Status load_battery(const BatterySave& save) override;
+  Result<BatterySave> read_battery(int env) override;
   Result<std::vector<uint8_t>> read_memory(int env, uint32_t lo, uint32_t hi) override;
   Result<std::vector<uint8_t>> read_memory_raw(int env, uint32_t lo, uint32_t hi) override;
   Result<std::vector<float>> read_obs(int env) override;
-  Result<OutputBlock> outputs() override;  // one copy of the whole block
+  Result<OutputBlock> outputs() override;  // one copy of the whole block (page-locked)
+  // The output block on the device: `data` is a device address (not host-readable), valid
+  // once the work enqueued on stream() before the read has run (__cuda_array_interface__).
+  OutputBlock device_outputs() const;
+  CUstream stream() const { return stream_.get(); }
+  // `consumer` (another stream; 0 = the legacy default stream) waits on the device for the
+  // work enqueued on stream() so far (an event), so it may read the outputs; the host does not
+  // wait.
+  Status stream_wait(CUstream consumer);
   Result<std::vector<uint8_t>> read_pixels(int env) override;
   Result<std::vector<uint8_t>> read_screen(int env) override;
   Result<float> read_reward(int env) override;
@@ -66,6 +81,10 @@ class CudaBackend : public Backend {
   Status fetch(void* dst, uint64_t src, size_t bytes);
   GbxParams params(const int* actions, int num_envs) const;
   Result<std::vector<uint8_t>> read_view(int env, uint32_t lo, uint32_t hi, bool raw);
+  // probe_ holds env's whole state and memory slice (one launch, two copies, synchronised).
+  Status fetch_env(int env);
+  // The battery contents into `envs` envs of the state at (soa, mem), on the device.
+  Status apply_battery(const GbxState& soa, uint64_t mem, int envs);
   // Device address of an output section, or nullptr when this configuration has none.
   void* section(const char* name) const;
   // env's bytes of one output section (empty when there is no such section).
@@ -99,10 +118,14 @@ class CudaBackend : public Backend {
   DeviceBuffer soa_buf_, mem_buf_, rom_buf_, actions_buf_;
   DeviceBuffer out_buf_;  // every output section (output_layout), env-major in each
   std::vector<OutputSection> sections_;
-  std::vector<uint8_t> out_host_;  // outputs()' copy of out_buf_
-  DeviceBuffer gather_addrs_buf_;  // the RAM gather's bus addresses
-  DeviceBuffer release_buf_;       // release_after_frames per env; empty when never released
-  DeviceBuffer mask_buf_;          // reset(mask)'s mask, one byte per env
+  PinnedBuffer out_host_;  // outputs()' copy of out_buf_ (allocated on first use)
+  DeviceBuffer regs_buf_;  // cpu_states(): the register fields of every env, packed
+  PinnedBuffer regs_host_;
+  DeviceBuffer read_buf_;               // read_memory's slice (64 KiB)
+  std::optional<BatterySave> battery_;  // --sav contents, part of every power-on reset image
+  DeviceBuffer gather_addrs_buf_;       // the RAM gather's bus addresses
+  DeviceBuffer release_buf_;            // release_after_frames per env; empty when never released
+  DeviceBuffer mask_buf_;               // reset(mask)'s mask, one byte per env
   // The reset image: image_envs_ envs (1: shared by every env) in the StateLayout of that
   // many envs.
   DeviceBuffer image_soa_buf_, image_mem_buf_;

@@ -62,6 +62,8 @@ class MgbaBackend final : public Backend {
   Status sync() override { return ok_status(); }
   Result<CpuState> get_cpu_state(int env) override;
   Result<std::vector<uint8_t>> read_memory(int env, uint32_t lo, uint32_t hi) override;
+  // The last frame mGBA finished (VBlank start) as shades; needs BackendConfig::render.
+  Result<std::vector<uint8_t>> read_screen(int env) override;
   // Battery RAM through libmgba's savedata API (cartridge RAM only: mGBA's MBC3 clock follows
   // the host clock, so clock carts are refused).
   Status load_battery(const BatterySave& save) override;

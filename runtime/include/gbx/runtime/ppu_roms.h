@@ -31,6 +31,10 @@ struct PpuScene {
   // the BG (SCX + 1) and copies shadow OAM at 0xC000 with OAM DMA every frame.
   bool busy = false;
   int lcd_off_after_frames = 0;  // > 0: the main loop turns the LCD off (in VBlank) after this
+  // > 0: after this many VBlanks the main loop executes LD B,B with B,C,D,E,H,L =
+  // 3,5,8,13,21,34 (the mooneye pass signal), so `gbx-run testrom --expect-png` compares the
+  // screen there. The frame before it is complete, so the screen is the scene.
+  int ldbb_after_frames = 0;
 };
 
 Result<std::vector<uint8_t>> build_ppu_scene_rom(const PpuScene& scene);

@@ -44,6 +44,7 @@ int32_t action_for_step(ActionGen g, uint64_t seed, int64_t step);
 struct VerifyOptions {
   std::string ref = "mgba";
   std::string dut = "cpu";
+  std::string dut_specialize = "off";    // off | profile:FILE | auto[:N] (gbx/runtime/specialize.h)
   std::string rom = "builtin:ALU_LOOP";  // as given: "builtin:NAME" or a path
   int64_t steps = 1024;
   int frames_per_step = 1;
@@ -55,6 +56,9 @@ struct VerifyOptions {
   bool rtc_lock = false;                       // cartridge clocks frozen (both kernel backends)
   MemLayout layout = MemLayout::EnvMajor;      // per-env memory layout of the reference
   MemLayout dut_layout = MemLayout::EnvMajor;  // and of the DUT
+  // Also compare the screens (each backend's last complete frame as shades 0-3; mGBA's
+  // output colours are mapped to shades by their grey level). Both backends then draw.
+  bool screen = false;
   std::optional<FaultSpec> fault;
   std::filesystem::path out_dir = "artifacts";
   // For the bundle's repro.sh and metadata: the tool's absolute path, its arguments after
@@ -68,7 +72,7 @@ struct VerifyOptions {
 
 // One field that differs at a comparison.
 struct FieldDiff {
-  std::string field;  // "A", "F", "cycle_count", "mem C000:C100", ...
+  std::string field;  // "A", "F", "cycle_count", "mem C000:C100", "screen", ...
   std::string ref, dut;
 };
 

@@ -1,0 +1,38 @@
+#pragma once
+// Profiling runs and specialization plans for a ROM (design.md section 10): the runtime side
+// of gbx/engine/specialize.h.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "gbx/engine/specialize.h"
+#include "gbx/runtime/backend.h"
+#include "gbx/runtime/rom.h"
+
+namespace gbx {
+
+struct ProfileRunOptions {
+  int frames = 600;                // frames profiled (one step per frame)
+  std::string actions = "random";  // random: a random button byte per frame; none: no input
+  uint64_t seed = 1;
+  int threads = 1;
+};
+
+// Runs `rom` on the profiling interpreter (a cached kernel like any other) for one env.
+Result<SpecProfile> profile_rom(const Rom& rom, const ProfileRunOptions& opts,
+                                const SpecLimits& limits = {});
+
+// The hot set of the profile file at `path` for `rom`.
+Result<std::shared_ptr<const SpecPlan>> load_spec_plan(const Rom& rom, const std::string& path,
+                                                       const SpecLimits& limits = {});
+
+// The same from a profile in memory.
+Result<std::shared_ptr<const SpecPlan>> spec_plan_for(const Rom& rom, const SpecProfile& profile,
+                                                      const SpecLimits& limits = {});
+
+// The tools' --specialize option into cfg: "off"; "profile:FILE" (the kernel for that profile's
+// hot set); "auto" or "auto:N" (profile the first N frames, default 60, then compile in the
+// background and swap in between steps; cpu backend).
+Status apply_specialize_option(const std::string& spec, const Rom& rom, BackendConfig& cfg);
+
+}  // namespace gbx

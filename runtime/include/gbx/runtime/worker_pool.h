@@ -1,0 +1,84 @@
+#pragma once
+// A persistent pool of threads that runs one index range at a time, for the backends' env
+// loops (one kernel call per env range, once per step).
+//
+// Why not an OpenMP region per step: a step is short (tens of microseconds to a few
+// milliseconds), so waking threads dominates unless they stay warm, and with one static share
+// per thread a single descheduled thread stalls the whole step on a shared machine.
+//
+// How: [0, n) is split into one contiguous range per participant (the caller is participant
+// 0), so a thread steps the same envs every step and keeps their state in its cache. Each
+// participant claims small chunks from the front of its own range; when that is empty it
+// steals chunks from the back of the range with the most left. A thread that is late or
+// descheduled thus holds up at most the one chunk it is running. Between runs workers spin
+// for a short while (the next step usually follows at once), then block.
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace gbx {
+
+class WorkerPool {
+ public:
+  // Calls fn(begin, end) on chunks of [0, n).
+  using RangeFn = std::function<void(int64_t begin, int64_t end)>;
+
+  // `threads` participants in every run, the calling thread included (< 1 is taken as 1:
+  // then run() is a plain loop on the caller).
+  explicit WorkerPool(int threads);
+  ~WorkerPool();  // joins the workers; no run() may be in progress
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  int threads() const { return (int)workers_.size() + 1; }
+
+  // Runs fn over chunks that cover [0, n) exactly once, on all participants, and returns when
+  // every chunk is done. `grain`: the largest chunk (0 = chosen from n and the thread count).
+  // If fn throws, chunks not yet started are skipped, the others finish, and run() rethrows
+  // the first exception; the pool stays usable. One run() at a time: calling it from two
+  // threads at once, or from inside fn, throws std::logic_error.
+  void run(int64_t n, const RangeFn& fn, int64_t grain = 0);
+
+ private:
+  // One participant's share: [front, back) packed into one word so that the owner (taking
+  // from the front) and thieves (taking from the back) claim with one compare-and-swap.
+  struct alignas(64) Share {
+    std::atomic<uint64_t> bounds{0};
+  };
+
+  bool claim_own(int self, int64_t* b, int64_t* e);
+  bool steal(int self, int64_t* b, int64_t* e);
+  void participate(int self);
+  void worker_main(int self);
+  void wait_for_workers();
+
+  std::vector<std::thread> workers_;
+  std::unique_ptr<Share[]> shares_;
+  const RangeFn* fn_ = nullptr;
+  int64_t grain_ = 1;
+
+  // The current job: generation (high 32 bits), CLOSED and STOP flags, and the number of
+  // workers inside it (low bits). Workers enter only an open job of the generation they woke
+  // for, so one that wakes late never touches a finished job.
+  std::atomic<uint64_t> job_{0};
+  std::atomic<bool> failed_{false};
+  std::exception_ptr error_;
+  std::mutex error_mu_;
+  std::atomic<bool> running_{false};
+
+  // Blocking after the spin: workers wait for a new generation, the caller for the last one
+  // to leave. The counters say whether anyone is (about to be) asleep, so the fast path never
+  // touches the mutex.
+  std::mutex mu_;
+  std::condition_variable wake_, done_;
+  std::atomic<int> sleeping_workers_{0};
+  std::atomic<bool> caller_sleeping_{false};
+};
+
+}  // namespace gbx

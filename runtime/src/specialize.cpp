@@ -1,0 +1,83 @@
+#include "gbx/runtime/specialize.h"
+
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "gbx/runtime/cpu_backend.h"
+
+namespace gbx {
+
+Result<SpecProfile> profile_rom(const Rom& rom, const ProfileRunOptions& opts,
+                                const SpecLimits& limits) {
+  if (opts.frames < 1) return make_error(ErrorKind::Usage, "--frames must be at least 1");
+  if (opts.actions != "random" && opts.actions != "none")
+    return make_error(ErrorKind::Usage,
+                      "--actions must be random or none (got '" + opts.actions + "')");
+  BackendConfig cfg;
+  cfg.num_envs = 1;
+  cfg.stage = Stage::EmulateOnly;
+  cfg.threads = opts.threads;
+  cfg.profile = true;
+  auto backend = CpuBackend::create(rom, cfg);
+  if (!backend) return backend.take_error();
+  CpuBackend& b = *backend.value();
+  std::mt19937_64 rng(opts.seed);
+  std::vector<int32_t> actions(1, 0);
+  for (int f = 0; f < opts.frames; ++f) {
+    actions[0] = opts.actions == "random" ? (int32_t)(rng() & 0xFF) : 0;
+    if (Status st = b.step(actions); !st) return st.take_error();
+  }
+  auto bundle = TemplateBundle::load(TemplateBundle::default_root());
+  if (!bundle) return bundle.take_error();
+  return spec_profile_from_counts(bundle.value().opcodes(), rom.bytes, b.profile_counts(),
+                                  opts.frames, limits);
+}
+
+Result<std::shared_ptr<const SpecPlan>> spec_plan_for(const Rom& rom, const SpecProfile& profile,
+                                                      const SpecLimits& limits) {
+  auto bundle = TemplateBundle::load(TemplateBundle::default_root());
+  if (!bundle) return bundle.take_error();
+  return make_spec_plan(bundle.value().opcodes(), rom.bytes, profile, limits);
+}
+
+Result<std::shared_ptr<const SpecPlan>> load_spec_plan(const Rom& rom, const std::string& path,
+                                                       const SpecLimits& limits) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return make_error(ErrorKind::Input, "cannot read profile " + path);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  auto prof = spec_profile_from_json(ss.str());
+  if (!prof) return make_error(ErrorKind::Input, path + ": " + prof.error().message);
+  return spec_plan_for(rom, prof.value(), limits);
+}
+
+Status apply_specialize_option(const std::string& spec, const Rom& rom, BackendConfig& cfg) {
+  if (spec.empty() || spec == "off") return ok_status();
+  if (spec.rfind("profile:", 0) == 0) {
+    auto plan = load_spec_plan(rom, spec.substr(8));
+    if (!plan) return plan.take_error();
+    cfg.specialize = plan.value();
+    return ok_status();
+  }
+  if (spec == "auto" || spec.rfind("auto:", 0) == 0) {
+    int frames = 60;
+    if (spec.size() > 5) {
+      try {
+        size_t used = 0;
+        frames = std::stoi(spec.substr(5), &used);
+        if (used != spec.size() - 5) frames = 0;
+      } catch (const std::exception&) {
+        frames = 0;
+      }
+      if (frames < 1)
+        return make_error(ErrorKind::Usage, "--specialize auto:N needs N >= 1 frames");
+    }
+    cfg.specialize_auto_frames = frames;
+    return ok_status();
+  }
+  return make_error(ErrorKind::Usage,
+                    "--specialize must be off, profile:FILE, auto or auto:N (got '" + spec + "')");
+}
+
+}  // namespace gbx

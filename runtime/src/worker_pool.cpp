@@ -1,0 +1,204 @@
+#include "gbx/runtime/worker_pool.h"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+namespace gbx {
+namespace {
+
+constexpr uint64_t kStop = 1ull << 31;
+constexpr uint64_t kClosed = 1ull << 30;
+constexpr uint64_t kCountMask = kClosed - 1;
+
+// Long enough to span the gap between two steps of a tight loop, short enough not to burn a
+// core while the caller does something else (an RL policy between steps).
+constexpr auto kSpin = std::chrono::microseconds(100);
+
+uint32_t generation(uint64_t job) { return (uint32_t)(job >> 32); }
+uint64_t inside(uint64_t job) { return job & kCountMask; }
+
+uint64_t pack(uint64_t front, uint64_t back) { return front << 32 | back; }
+int64_t front_of(uint64_t w) { return (int64_t)(w >> 32); }
+int64_t back_of(uint64_t w) { return (int64_t)(w & 0xffffffffu); }
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Spins until done() or the spin time is over; true if done() held.
+template <class Done>
+bool spin_until(Done done) {
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 1;; ++i) {
+    if (done()) return true;
+    cpu_relax();
+    if (i % 64 == 0) {
+      if (std::chrono::steady_clock::now() >= until) return false;
+      // More threads than free cores: let the ones with work run.
+      std::this_thread::yield();
+    }
+  }
+}
+
+}  // namespace
+
+WorkerPool::WorkerPool(int threads) {
+  const int t = std::max(1, threads);
+  shares_.reset(new Share[(size_t)t]);
+  for (int i = 1; i < t; ++i) workers_.emplace_back([this, i] { worker_main(i); });
+}
+
+WorkerPool::~WorkerPool() {
+  job_.fetch_or(kStop);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_.notify_all();
+  }
+  for (std::thread& t : workers_) t.join();
+}
+
+void WorkerPool::run(int64_t n, const RangeFn& fn, int64_t grain) {
+  if (n <= 0) return;
+  if (n > (int64_t)0xffffffffu) throw std::length_error("WorkerPool::run: range over 2^32");
+  if (running_.exchange(true))
+    throw std::logic_error("WorkerPool::run called while a run is in progress");
+  struct Release {
+    std::atomic<bool>& flag;
+    ~Release() { flag.store(false); }
+  } release{running_};
+
+  const int t = threads();
+  if (t == 1) {
+    if (grain <= 0) return fn(0, n);
+    for (int64_t b = 0; b < n; b += grain) fn(b, std::min(n, b + grain));
+    return;
+  }
+  grain_ = grain > 0 ? grain : std::max<int64_t>(1, n / ((int64_t)t * 32));
+  for (int i = 0; i < t; ++i)
+    shares_[i].bounds.store(pack((uint64_t)(n * i / t), (uint64_t)(n * (i + 1) / t)),
+                            std::memory_order_relaxed);
+  fn_ = &fn;
+  failed_.store(false, std::memory_order_relaxed);
+  error_ = nullptr;
+
+  // Opening the next generation publishes the shares and fn_ (seq_cst store: see worker_main
+  // for why the sleepers check after it cannot miss a worker going to sleep).
+  job_.store((uint64_t)(generation(job_.load()) + 1) << 32);
+  if (sleeping_workers_.load() > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_.notify_all();
+  }
+  participate(0);
+  job_.fetch_or(kClosed);
+  wait_for_workers();
+  fn_ = nullptr;
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool WorkerPool::claim_own(int self, int64_t* b, int64_t* e) {
+  std::atomic<uint64_t>& s = shares_[self].bounds;
+  uint64_t w = s.load(std::memory_order_relaxed);
+  for (;;) {
+    const int64_t front = front_of(w), back = back_of(w);
+    if (front >= back) return false;
+    const int64_t end = std::min(back, front + grain_);
+    if (s.compare_exchange_weak(w, pack((uint64_t)end, (uint64_t)back))) {
+      *b = front;
+      *e = end;
+      return true;
+    }
+  }
+}
+
+bool WorkerPool::steal(int self, int64_t* b, int64_t* e) {
+  const int t = threads();
+  for (;;) {
+    int victim = -1;
+    int64_t most = 0;
+    for (int i = 0; i < t; ++i) {
+      if (i == self) continue;
+      const uint64_t w = shares_[i].bounds.load(std::memory_order_relaxed);
+      if (back_of(w) - front_of(w) > most) {
+        most = back_of(w) - front_of(w);
+        victim = i;
+      }
+    }
+    if (victim < 0) return false;
+    std::atomic<uint64_t>& s = shares_[victim].bounds;
+    uint64_t w = s.load(std::memory_order_relaxed);
+    const int64_t front = front_of(w), back = back_of(w);
+    if (front >= back) continue;
+    const int64_t begin = std::max(front, back - grain_);
+    if (s.compare_exchange_strong(w, pack((uint64_t)front, (uint64_t)begin))) {
+      *b = begin;
+      *e = back;
+      return true;
+    }
+  }
+}
+
+void WorkerPool::participate(int self) {
+  int64_t b = 0, e = 0;
+  while (!failed_.load(std::memory_order_relaxed) &&
+         (claim_own(self, &b, &e) || steal(self, &b, &e))) {
+    try {
+      (*fn_)(b, e);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mu_);
+      if (!error_) error_ = std::current_exception();
+      failed_.store(true, std::memory_order_relaxed);
+    }
+  }
+}
+
+void WorkerPool::worker_main(int self) {
+  uint32_t seen = 0;
+  for (;;) {
+    uint64_t w = job_.load();
+    auto news = [&] {
+      w = job_.load();
+      return generation(w) != seen || (w & kStop);
+    };
+    if (!news() && !spin_until(news)) {
+      // Announce the sleep before the last check (seq_cst both sides): either run() sees the
+      // count and notifies under the mutex, or this check sees run()'s new generation.
+      sleeping_workers_.fetch_add(1);
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        wake_.wait(lock, news);
+      }
+      sleeping_workers_.fetch_sub(1);
+    }
+    if (w & kStop) return;
+    seen = generation(w);
+    // Enter only the open job of this generation; a closed one is finished without us.
+    while (!(w & (kClosed | kStop)) && generation(w) == seen) {
+      if (!job_.compare_exchange_weak(w, w + 1)) continue;
+      participate(self);
+      const uint64_t before = job_.fetch_sub(1);
+      if (inside(before) == 1 && caller_sleeping_.load()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        done_.notify_one();
+      }
+      break;
+    }
+  }
+}
+
+void WorkerPool::wait_for_workers() {
+  auto all_out = [&] { return inside(job_.load()) == 0; };
+  if (all_out() || spin_until(all_out)) return;
+  caller_sleeping_.store(true);
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, all_out);
+  }
+  caller_sleeping_.store(false);
+}
+
+}  // namespace gbx

@@ -1,0 +1,95 @@
+// ROM-specialized blocks (design.md section 10). A block is the cartridge's own code from
+// (bank, address), emitted from the same family templates with its immediates as constants.
+// It runs only when no scheduled event, frame end or OAM DMA can fall inside it (the dispatch
+// loop checks, step.tmpl), so nothing but an access beyond ROM / WRAM / HRAM can observe the
+// clock: the block keeps the cycle counter, memory pointers and CPU registers in locals and
+// charges cycles exactly as the interpreter does. Such an access goes through the
+// interpreter's own slow path with the counter written back first, and the block ends after
+// that instruction (`left`), where the interpreter takes over at the same boundary.
+// The fast paths mirror bus_read / bus_write (hw/bus.h) with no DMA in progress.
+struct SpecBus {
+  Machine& m;
+  u8* GBX_RESTRICT mem;
+  const u8* rom0;
+  const u8* romx;
+  i64 cycles;
+  bool left;
+};
+
+// The one layout rule (hw/machine.h mem_at), on the block's local memory base.
+GBX_FN u8& spec_mem(SpecBus& b, u32 off) {
+#if GBX_LAYOUT_INTERLEAVED
+  return b.mem[(u64)off * b.m.mem_pitch];
+#else
+  return b.mem[off];
+#endif
+}
+
+GBX_FN void spec_sync(SpecBus& b) {
+  b.rom0 = b.m.rom0;
+  b.romx = b.m.romx;
+  b.cycles = b.m.cycles;
+  b.left = true;
+}
+
+GBX_FN void idle(SpecBus& b) { b.cycles += 4; }
+
+GBX_FN u8 rd(SpecBus& b, u32 addr) {
+  b.cycles += 4;
+  addr &= 0xFFFFu;
+  if (addr < 0x4000u) return b.rom0[addr];
+  if (addr < 0x8000u) return b.romx[addr - 0x4000u];
+  if (addr - 0xC000u < 0x2000u) return spec_mem(b, GBX_MEM_WRAM + (addr - 0xC000u));
+  if (addr - 0xFF80u < 0x7Fu) return spec_mem(b, GBX_MEM_IO + (addr & 0xFFu));
+  b.m.cycles = b.cycles;
+  const u8 v = bus_read_slow(b.m, addr);
+  spec_sync(b);
+  return v;
+}
+
+GBX_FN void wr(SpecBus& b, u32 addr, u8 v) {
+  b.cycles += 4;
+  addr &= 0xFFFFu;
+  if (addr - 0xC000u < 0x2000u) {
+    spec_mem(b, GBX_MEM_WRAM + (addr - 0xC000u)) = v;
+    return;
+  }
+  if (addr - 0xFF80u < 0x7Fu) {
+    spec_mem(b, GBX_MEM_IO + (addr & 0xFFu)) = v;
+    return;
+  }
+  b.m.cycles = b.cycles;
+  bus_write_slow(b.m, addr, v);
+  spec_sync(b);
+}
+
+// The opcode and immediates come from the block's constants: the fetch is charged, not done.
+GBX_FN void spec_fetch(Cpu& cpu, SpecBus& b, u16 next_pc) {
+  b.cycles += 4;
+  cpu.pc = next_pc;
+}
+GBX_FN u8 spec_imm8(Cpu& cpu, SpecBus& b, u8 v) {
+  b.cycles += 4;
+  cpu.pc++;
+  return v;
+}
+GBX_FN u16 spec_imm16(Cpu& cpu, SpecBus& b, u16 v) {
+  b.cycles += 8;
+  cpu.pc += 2;
+  return v;
+}
+GBX_FN void push16(Cpu& cpu, SpecBus& b, u16 v) {
+  wr(b, --cpu.sp, (u8)(v >> 8));
+  wr(b, --cpu.sp, (u8)v);
+}
+GBX_FN u16 pop16(Cpu& cpu, SpecBus& b) {
+  const u8 lo = rd(b, cpu.sp++);
+  const u8 hi = rd(b, cpu.sp++);
+  return (u16)(lo | (hi << 8));
+}
+
+#if GBX_DEVICE_CUDA
+#define GBX_SPEC_TABLE __device__ const
+#else
+#define GBX_SPEC_TABLE static const
+#endif

@@ -1,0 +1,291 @@
+// ROM-specialized kernels (design.md section 10): block discovery on known programs, and the
+// exactness rule: a specialized kernel's end state (every state field, memory, framebuffer,
+// as a save state holds them) is byte-identical to the interpreter's, on every built-in ROM
+// and on ROMs that run code from WRAM/HRAM (rewriting it) and from switched ROM banks.
+#include <doctest/doctest.h>
+
+#include <random>
+
+#include "gbx/engine/kernel_builder.h"
+#include "gbx/runtime/asm.h"
+#include "gbx/runtime/backend.h"
+#include "gbx/runtime/cpu_backend.h"
+#include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/specialize.h"
+
+using namespace gbx;
+
+namespace {
+
+std::vector<OpcodeEntry> opcode_table() {
+  auto b = TemplateBundle::load(TemplateBundle::default_root());
+  REQUIRE(b.ok());
+  return b.value().opcodes();
+}
+
+// Copies a routine to WRAM (0xC100) and HRAM (0xFF90), calls both in a loop and rewrites the
+// WRAM copy's immediate every round (as OAM DMA routines run from HRAM, and as self-modifying
+// code does). Results go to WRAM 0xC000-0xC002.
+std::vector<uint8_t> ram_code_rom() {
+  Asm r(0x0000);  // the routine, position-independent: LD A,d8; ADD A,C; LD C,A; INC D; RET
+  r.op("LD A,d8", 7).op("ADD A,C").op("LD C,A").op("INC D").op("RET");
+  auto routine_bytes = r.assemble_flat();
+  REQUIRE_MESSAGE(routine_bytes.ok(), (routine_bytes.ok() ? "" : routine_bytes.error().message));
+  const auto routine = routine_bytes.value();
+  Asm a;
+  a.op("LD SP,d16", 0xDFF0);
+  for (uint16_t dst : {(uint16_t)0xC100, (uint16_t)0xFF90}) {
+    a.op("LD HL,d16", "routine").op("LD DE,d16", dst).op("LD B,d8", (int)routine.size());
+    const std::string l = "copy" + std::to_string(dst);
+    a.label(l).op("LD A,(HL+)").op("LD (DE),A").op("INC DE").op("DEC B").op("JR NZ,r8", l);
+  }
+  a.op("LD C,d8", 0).op("LD D,d8", 0);
+  a.label("loop")
+      .op("CALL a16", 0xC100)
+      .op("CALL a16", 0xFF90)
+      .op("LD HL,d16", 0xC101)
+      .op("INC (HL)")
+      .op("LD A,C")
+      .op("LD (a16),A", 0xC000)
+      .op("LD A,D")
+      .op("LD (a16),A", 0xC001)
+      .op("LD A,(a16)", 0xC101)
+      .op("LD (a16),A", 0xC002)
+      .op("JR r8", "loop");
+  a.label("routine").bytes(routine);
+  RomSpec spec;
+  spec.title = "RAMCODE";
+  auto placed = a.place(spec);
+  REQUIRE_MESSAGE(placed.ok(), (placed.ok() ? "" : placed.error().message));
+  return build_rom(spec);
+}
+
+// MBC1, 128 KiB: the same address 0x4000 holds a different loop in banks 2 and 3; the main
+// loop switches between them and calls it. A kernel specialized for one bank must not run
+// its block while the other is mapped.
+std::vector<uint8_t> banked_code_rom() {
+  RomSpec spec;
+  spec.title = "BANKCODE";
+  spec.cart_type = 0x01;
+  spec.rom_size_code = 0x02;
+  Asm a;
+  auto check = [](const Status& st) {
+    REQUIRE_MESSAGE(st.ok(), (st.ok() ? "" : st.error().message));
+  };
+  a.op("LD SP,d16", 0xDFF0).op("LD A,d8", 0).op("LD B,d8", 0).op("LD C,d8", 0);
+  a.label("loop")
+      .op("LD A,d8", 2)
+      .op("LD (a16),A", 0x2000)
+      .op("CALL a16", 0x4000)
+      .op("LD A,d8", 3)
+      .op("LD (a16),A", 0x2000)
+      .op("CALL a16", 0x4000)
+      .op("LD A,B")
+      .op("LD (a16),A", 0xC000)
+      .op("LD A,C")
+      .op("LD (a16),A", 0xC001)
+      .op("JR r8", "loop");
+  check(a.place(spec));
+  for (int bank : {2, 3}) {
+    Asm b(0x4000);
+    b.op("LD E,d8", 10).label("l");
+    if (bank == 2)
+      b.op("INC B").op("LD A,B").op("ADD A,d8", 3).op("LD B,A");
+    else
+      b.op("INC C").op("LD A,C").op("XOR d8", 0x5A).op("LD C,A");
+    b.op("DEC E").op("JR NZ,r8", "l").op("RET");
+    auto code = b.assemble_flat();
+    REQUIRE_MESSAGE(code.ok(), (code.ok() ? "" : code.error().message));
+    spec.patches.emplace_back((uint32_t)bank * 0x4000u, code.value());
+  }
+  return build_rom(spec);
+}
+
+std::unique_ptr<Backend> make_cpu(const Rom& rom, std::shared_ptr<const SpecPlan> plan, int envs) {
+  BackendConfig cfg;
+  cfg.num_envs = envs;
+  cfg.stage = Stage::FullStep;
+  cfg.render = true;
+  cfg.threads = 1;
+  cfg.specialize = std::move(plan);
+  auto be = make_backend("cpu", rom, cfg);
+  REQUIRE_MESSAGE(be.ok(), (be.ok() ? "" : be.error().message));
+  return std::move(be.value());
+}
+
+// Profiles `rom`, builds the specialized kernel and steps it beside the interpreter with the
+// same random actions (and some steps of several frames); every env's save state must match.
+void check_identical(const Rom& rom, int frames, uint64_t seed) {
+  CAPTURE(rom.name);
+  ProfileRunOptions po;
+  po.frames = 60;
+  po.seed = seed;
+  auto prof = profile_rom(rom, po);
+  REQUIRE_MESSAGE(prof.ok(), (prof.ok() ? "" : prof.error().message));
+  auto plan = spec_plan_for(rom, prof.value());
+  REQUIRE(plan.ok());
+  const int envs = 3;
+  auto ref = make_cpu(rom, nullptr, envs);
+  auto dut = make_cpu(rom, plan.value(), envs);
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> actions(envs);
+  for (int f = 0; f < frames; ++f) {
+    for (auto& x : actions) x = (int32_t)(rng() % 4 == 0 ? rng() & 0xFF : 0);
+    REQUIRE(ref->step(actions).ok());
+    REQUIRE(dut->step(actions).ok());
+  }
+  for (int env = 0; env < envs; ++env) {
+    CAPTURE(env);
+    auto a = ref->save_state(env);
+    auto b = dut->save_state(env);
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    CHECK(a.value() == b.value());
+    auto sa = ref->get_cpu_state(env).value();
+    auto sb = dut->get_cpu_state(env).value();
+    CHECK(sa.pc == sb.pc);
+    CHECK(sa.cycle_count == sb.cycle_count);
+    CHECK(sa.instr_count == sb.instr_count);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("ALU_LOOP: blocks start at the entry's jump target and at the loop's JR target") {
+  auto rom = load_rom("builtin:ALU_LOOP");
+  REQUIRE(rom.ok());
+  const auto table = opcode_table();
+  std::vector<uint32_t> counts(rom.value().bytes.size(), 0);
+  // 3E 00 06 00 | 3C 80 04 18 FB at 0x0150: the loop (0x0154-0x0158) ran 1000 times.
+  counts[0x100] = counts[0x101] = 1;
+  counts[0x150] = counts[0x152] = 1;
+  for (uint32_t a : {0x154u, 0x155u, 0x156u, 0x157u}) counts[a] = 1000;
+  const SpecProfile p = spec_profile_from_counts(table, rom.value().bytes, counts, 1);
+  REQUIRE(p.blocks.size() == 3);
+  CHECK(p.blocks[0].addr == 0x154);  // hottest first
+  CHECK(p.blocks[0].instructions == 4);
+  CHECK(p.blocks[0].length == 5);
+  CHECK(p.blocks[0].count == 1000);
+  CHECK(p.blocks[0].weight == 4000);
+  auto plan = make_spec_plan(table, rom.value().bytes, p);
+  REQUIRE(plan.ok());
+  // 99% of 4004 instructions: the loop alone is 99.9%.
+  REQUIRE(plan.value()->blocks.size() == 1);
+  CHECK(plan.value()->blocks[0].addr == 0x154);
+  // The profile round-trips through its JSON form.
+  auto back = spec_profile_from_json(spec_profile_to_json(p));
+  REQUIRE(back.ok());
+  CHECK(back.value().blocks.size() == 3);
+  CHECK(back.value().rom_sha256 == p.rom_sha256);
+  // A profile of another ROM is refused.
+  auto other = load_rom("builtin:MEM_RWB");
+  REQUIRE(other.ok());
+  CHECK(!make_spec_plan(table, other.value().bytes, p).ok());
+}
+
+TEST_CASE("blocks end at transfers, EI/DI, HALT and accesses beyond WRAM/HRAM") {
+  const auto table = opcode_table();
+  std::vector<uint8_t> rom(0x8000, 0);
+  // INC A; LDH (80),A (HRAM: stays); LD (C000),A (WRAM: stays); LDH (40),A (I/O: ends after)
+  const uint8_t code[] = {0x3C, 0xE0, 0x80, 0xEA, 0x00, 0xC0, 0xE0, 0x40, 0x3C};
+  std::copy(code, code + sizeof code, rom.begin() + 0x200);
+  auto b = spec_decode_block(table, rom, 0, 0x200, 32);
+  CHECK(b.size() == 4);
+  // HALT is never inside a block; EI ends one after itself.
+  const uint8_t code2[] = {0x3C, 0x76, 0x3C, 0xFB, 0x3C};
+  std::copy(code2, code2 + sizeof code2, rom.begin() + 0x300);
+  CHECK(spec_decode_block(table, rom, 0, 0x300, 32).size() == 1);
+  CHECK(spec_decode_block(table, rom, 0, 0x302, 32).size() == 2);
+  // The length cap and the end of the 16 KiB region.
+  CHECK(spec_decode_block(table, rom, 0, 0x1000, 5).size() == 5);
+  CHECK(spec_decode_block(table, rom, 0, 0x3FFE, 32).size() == 2);
+  CHECK(spec_disassemble(b[2]) == "LD ($C000),A");
+  CHECK(spec_disassemble(b[3]) == "LDH ($40),A");
+}
+
+TEST_CASE("the specialized source names ROM, bank:address, disassembly and family templates") {
+  auto rom = load_rom("builtin:ALU_LOOP");
+  REQUIRE(rom.ok());
+  ProfileRunOptions po;
+  po.frames = 2;
+  auto prof = profile_rom(rom.value(), po);
+  REQUIRE(prof.ok());
+  auto plan = spec_plan_for(rom.value(), prof.value());
+  REQUIRE(plan.ok());
+  REQUIRE(!plan.value()->blocks.empty());
+  auto bundle = TemplateBundle::load(TemplateBundle::default_root());
+  REQUIRE(bundle.ok());
+  SynthParams sp;
+  sp.specialize = plan.value();
+  auto src = generate(bundle.value(), sp);
+  REQUIRE(src.ok());
+  const std::string& s = src.value().source;
+  CHECK(s.find("// 00:0154  3C        INC A") != std::string::npos);
+  CHECK(s.find("// 00:0157  18 FB     JR $0154") != std::string::npos);
+  CHECK(s.find("#line 3 \"templates/sm83/family/inc_r.tmpl\"") != std::string::npos);
+  CHECK(s.find(plan.value()->rom_sha256) != std::string::npos);
+  CHECK(sp.canonical().find("specialize=" + plan.value()->rom_sha256.substr(0, 16)) !=
+        std::string::npos);
+  // Instruction-budget kernels are not specialized.
+  sp.run_mode = RunMode::Instructions;
+  CHECK(!generate(bundle.value(), sp).ok());
+}
+
+TEST_CASE("the profiling kernel counts instructions per ROM offset") {
+  auto rom = load_rom("builtin:ALU_LOOP");
+  REQUIRE(rom.ok());
+  BackendConfig cfg;
+  cfg.stage = Stage::EmulateOnly;
+  cfg.profile = true;
+  auto be = CpuBackend::create(rom.value(), cfg);
+  REQUIRE(be.ok());
+  REQUIRE(be.value()->step({}).ok());
+  const auto& c = be.value()->profile_counts();
+  REQUIRE(c.size() == rom.value().bytes.size());
+  CHECK(c[0x150] == 1);
+  CHECK(c[0x151] == 0);  // an operand byte, never an instruction
+  CHECK(c[0x154] > 1000);
+  // The four loop instructions ran the same number of times (the frame may end inside).
+  CHECK(c[0x157] + 1 >= c[0x154]);
+  uint64_t total = 0;
+  for (uint32_t x : c) total += x;
+  CHECK((int64_t)total == be.value()->get_cpu_state(0).value().instr_count);
+}
+
+TEST_CASE("specialized and interpreter kernels end identically on every built-in ROM") {
+  int n = 0;
+  for (const auto& b : builtin_roms()) {
+    auto rom = load_rom("builtin:" + b.name);
+    REQUIRE(rom.ok());
+    check_identical(rom.value(), std::max(40, b.frames_to_finish + 8), 7 + (uint64_t)n);
+    ++n;
+  }
+  CHECK(n >= 10);
+}
+
+TEST_CASE("RAM-resident, self-modifying and banked code run identically when specialized") {
+  {
+    auto rom = rom_from_bytes("RAMCODE", ram_code_rom());
+    REQUIRE_MESSAGE(rom.ok(), (rom.ok() ? "" : rom.error().message));
+    check_identical(rom.value(), 30, 3);
+    // The routines ran from RAM: C000 holds the running sum, C002 the rewritten immediate.
+    auto be = make_cpu(rom.value(), nullptr, 1);
+    REQUIRE(be->step({}).ok());
+    auto m = be->read_memory(0, 0xC000, 0xC003);
+    REQUIRE(m.ok());
+    CHECK(m.value()[2] != 7);
+  }
+  {
+    auto rom = rom_from_bytes("BANKCODE", banked_code_rom());
+    REQUIRE_MESSAGE(rom.ok(), (rom.ok() ? "" : rom.error().message));
+    ProfileRunOptions po;
+    po.frames = 4;
+    auto prof = profile_rom(rom.value(), po);
+    REQUIRE(prof.ok());
+    int at4000 = 0;
+    for (const auto& b : prof.value().blocks)
+      if (b.addr == 0x4000) ++at4000;
+    CHECK(at4000 == 2);  // one block per bank at the same address
+    check_identical(rom.value(), 30, 5);
+  }
+}

@@ -74,12 +74,15 @@ bool decode_at(const Table& t, const std::vector<uint8_t>& rom, uint32_t bank, u
   in.addr = addr;
   in.op = t.base[rom[off]];
   if (!in.op) return false;
-  in.length = in.op->length;
+  // The table gives the CB prefix 1 byte (its second byte is fetched by the CB dispatch);
+  // as a block instruction it is 2 bytes, the second selecting the operation.
+  const bool prefix = in.op->family == "prefix_cb";
+  in.length = prefix ? 2 : in.op->length;
   in.cycles = in.op->cycles;
   const uint32_t region_end = addr < 0x4000u ? 0x4000u : 0x8000u;
   if ((uint32_t)addr + in.length > region_end || off + in.length > rom.size()) return false;
   for (int i = 0; i < in.length; ++i) in.bytes[i] = rom[off + i];
-  if (in.op->family == "prefix_cb") {
+  if (prefix) {
     in.cb = t.cb[in.bytes[1]];
     if (!in.cb) return false;
     in.cycles = in.cb->cycles;

@@ -56,7 +56,12 @@ bench_mgba() { "$gbx" bench --backend mgba --label mgba --rom "$1" "${common[@]}
 # PyBoy steps without inputs (its sweep records actions "none"); 8 envs in one process is a
 # per-core rate like the others', and keeps the run short.
 bench_pyboy() {
-  python3 "$root/scripts/bench_pyboy.py" --rom "$1" --envs 8 --cores 1 --steps 40 \
+  local rom=$1
+  if [[ $rom == builtin:* ]]; then  # PyBoy needs a file: write the built-in ROMs out once
+    [ -d "$out/roms" ] || "$gbx" rom build --out "$out/roms" >/dev/null
+    rom="$out/roms/${rom#builtin:}.gb"
+  fi
+  python3 "$root/scripts/bench_pyboy.py" --rom "$rom" --envs 8 --cores 1 --steps 40 \
     --warmup-steps 8 --frames-per-step "$fps" --gbx-run "$gbx" --json "$2"
 }
 

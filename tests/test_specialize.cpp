@@ -4,6 +4,7 @@
 // and on ROMs that run code from WRAM/HRAM (rewriting it) and from switched ROM banks.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <random>
 
 #include "gbx/engine/kernel_builder.h"
@@ -287,5 +288,48 @@ TEST_CASE("RAM-resident, self-modifying and banked code run identically when spe
       if (b.addr == 0x4000) ++at4000;
     CHECK(at4000 == 2);  // one block per bank at the same address
     check_identical(rom.value(), 30, 5);
+  }
+}
+
+TEST_CASE("auto: steps go on while the specialized kernel compiles, then it swaps in exactly") {
+  // Tier-up must never make a step wait: after the step that starts the background compile,
+  // further steps return while it is still "compiling" (a step that waited would find it
+  // done). After the swap, the env ends exactly where the plain interpreter does.
+  auto rom = load_rom("builtin:ARROWS");
+  REQUIRE(rom.ok());
+  const int envs = 2;
+  BackendConfig cfg;
+  cfg.num_envs = envs;
+  cfg.stage = Stage::FullStep;
+  cfg.threads = 1;
+  cfg.render = true;  // as make_cpu's reference: the framebuffer is compared too
+  cfg.specialize_auto_frames = 8;
+  auto dut = CpuBackend::create(rom.value(), cfg);
+  REQUIRE_MESSAGE(dut.ok(), (dut.ok() ? "" : dut.error().message));
+  auto ref = make_cpu(rom.value(), nullptr, envs);
+  CHECK(dut.value()->specialize_status() == "profiling");
+  std::mt19937_64 rng(7);
+  std::vector<int32_t> actions(envs);
+  int steps_while_compiling = 0;
+  int frames = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+  while (dut.value()->specialize_status() != "specialized" || frames < 200) {
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    for (auto& x : actions) x = (int32_t)(rng() % 4 == 0 ? rng() & 0xFF : 0);
+    REQUIRE(ref->step(actions).ok());
+    REQUIRE(dut.value()->step(actions).ok());
+    ++frames;
+    const std::string st = dut.value()->specialize_status();
+    REQUIRE_MESSAGE(st.rfind("failed", 0) != 0, st);
+    if (st == "compiling") ++steps_while_compiling;
+  }
+  CHECK(steps_while_compiling >= 1);
+  for (int env = 0; env < envs; ++env) {
+    CAPTURE(env);
+    auto a = ref->save_state(env);
+    auto b = dut.value()->save_state(env);
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    CHECK(a.value() == b.value());
   }
 }

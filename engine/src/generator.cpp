@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -49,6 +50,32 @@ std::vector<std::string> lines_of(const std::string& text) {
   std::istringstream in(text);
   std::string l;
   while (std::getline(in, l)) out.push_back(l);
+  return out;
+}
+
+// Copies template `rel`, replacing each line that holds {{SITE}} with fill(SITE), followed by a
+// #line back to the template; fill returning std::nullopt means the site is unknown there.
+template <typename Fill>
+Result<std::string> fill_sites(const std::string& text, const std::string& rel, Fill&& fill) {
+  std::string out = line_directive(1, rel);
+  const auto lines = lines_of(text);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string& l = lines[i];
+    const auto open = l.find("{{");
+    if (open == std::string::npos) {
+      out += l + "\n";
+      continue;
+    }
+    const auto close = l.find("}}", open);
+    const std::string site = l.substr(open + 2, close - open - 2);
+    std::optional<Result<std::string>> piece = fill(site);
+    if (!piece)
+      return make_error(ErrorKind::Template, "templates/" + rel + ":" + std::to_string(i + 1) +
+                                                 ": unknown injection site {{" + site + "}}");
+    if (!*piece) return piece->take_error();
+    out += piece->value();
+    out += line_directive((int)i + 2, rel);
+  }
   return out;
 }
 
@@ -160,37 +187,17 @@ class Generator {
   Result<std::string> expand_skeleton(const std::string& rel) {
     auto text = bundle_.file(rel);
     if (!text) return text.take_error();
-    std::string out = line_directive(1, rel);
-    const auto lines = lines_of(text.value());
-    for (size_t i = 0; i < lines.size(); ++i) {
-      const std::string& l = lines[i];
-      const auto open = l.find("{{");
-      if (open == std::string::npos) {
-        out += l + "\n";
-        continue;
-      }
-      const auto close = l.find("}}", open);
-      const std::string site = l.substr(open + 2, close - open - 2);
-      Result<std::string> piece = std::string();
-      if (site.rfind("INCLUDE:", 0) == 0) {
-        piece = include_file(site.substr(8));
-      } else if (site == "INSTRUCTION_DISPATCH") {
-        piece = dispatch(false);
-      } else if (site == "CB_DISPATCH") {
-        piece = dispatch(true);
-      } else if (site == "POST_STEP_DISPATCH") {
-        piece = epilogs();
-      } else if (site == "SPECIALIZED_BLOCKS") {
-        if (params_.specialize) piece = specialized_blocks(*params_.specialize);
-      } else {
-        return err("templates/" + rel + ":" + std::to_string(i + 1) +
-                   ": unknown injection site {{" + site + "}}");
-      }
-      if (!piece) return piece.take_error();
-      out += piece.value();
-      out += line_directive((int)i + 2, rel);
-    }
-    return out;
+    return fill_sites(text.value(), rel,
+                      [&](const std::string& site) -> std::optional<Result<std::string>> {
+                        if (site.rfind("INCLUDE:", 0) == 0) return include_file(site.substr(8));
+                        if (site == "INSTRUCTION_DISPATCH") return dispatch(false);
+                        if (site == "CB_DISPATCH") return dispatch(true);
+                        if (site == "POST_STEP_DISPATCH") return epilogs();
+                        if (site == "SPECIALIZED_BLOCKS")
+                          return params_.specialize ? specialized_blocks(*params_.specialize)
+                                                    : Result<std::string>(std::string());
+                        return std::nullopt;
+                      });
   }
 
   Result<const Family*> family(const std::string& name) {
@@ -529,24 +536,12 @@ class Generator {
       sites["USER_DONE"] =
           "#line 1 \"<done>\"\n  if (p.done) p.done[env] = (" + e.value() + ") ? 1 : 0;\n";
     }
-    std::string out = line_directive(1, rel);
-    const auto lines = lines_of(text.value());
-    for (size_t i = 0; i < lines.size(); ++i) {
-      const std::string& l = lines[i];
-      const auto open = l.find("{{");
-      if (open == std::string::npos) {
-        out += l + "\n";
-        continue;
-      }
-      const auto close = l.find("}}", open);
-      const std::string site = l.substr(open + 2, close - open - 2);
-      if (site != "USER_TRACK" && site != "USER_REWARD" && site != "USER_DONE")
-        return err("templates/" + rel + ":" + std::to_string(i + 1) +
-                   ": unknown injection site {{" + site + "}}");
-      out += sites[site];
-      out += line_directive((int)i + 2, rel);
-    }
-    return out;
+    return fill_sites(text.value(), rel,
+                      [&](const std::string& site) -> std::optional<Result<std::string>> {
+                        if (site != "USER_TRACK" && site != "USER_REWARD" && site != "USER_DONE")
+                          return std::nullopt;
+                        return Result<std::string>(sites[site]);
+                      });
   }
 
   const TemplateBundle& bundle_;

@@ -9,15 +9,15 @@
 // controller's registers. rom_size is a power of two, so bank numbers wrap like the
 // cartridge's unconnected address lines do.
 GBX_FN void mbc_update_windows(Machine& b) {
-  const u32 mask = (b.rom_size >> 14) - 1;
-  const u32 ram_banks = b.cart_ram_size >> 13;
+  const u32 mask = (GBX_LAUNCH(b, rom_size) >> 14) - 1;
+  const u32 ram_banks = GBX_LAUNCH(b, cart_ram_size) >> 13;
   u32 bank = 1, bank0 = 0, ram_bank = 0;
-  switch (b.mbc) {
+  switch (GBX_LAUNCH(b, mbc)) {
     case GBX_MBC_1:
     case GBX_MBC_1M: {
       // The zero check sees all 5 bits of BANK1; a multicart then drops bit 4 and puts BANK2
       // at bits 4-5 (Pan Docs "MBC1", "MBC1M").
-      const u32 shift = b.mbc == GBX_MBC_1M ? 4u : 5u;
+      const u32 shift = GBX_LAUNCH(b, mbc) == GBX_MBC_1M ? 4u : 5u;
       u32 low = b.mbc_rom_bank & 0x1Fu;
       if (low == 0) low = 1;
       low &= (1u << shift) - 1u;
@@ -42,13 +42,14 @@ GBX_FN void mbc_update_windows(Machine& b) {
     case GBX_MBC_5:
     case GBX_MBC_5_RUMBLE:
       bank = ((u32)(b.mbc_rom_bank_hi & 1u) << 8) | b.mbc_rom_bank;  // bank 0 is bank 0
-      ram_bank = b.mbc_ram_bank & (b.mbc == GBX_MBC_5_RUMBLE ? 7u : 15u);  // bit 3: the motor
+      ram_bank =
+          b.mbc_ram_bank & (GBX_LAUNCH(b, mbc) == GBX_MBC_5_RUMBLE ? 7u : 15u);  // bit 3: the motor
       break;
     default:
       break;
   }
-  b.romx = b.rom + ((bank & mask) << 14);
-  b.rom0 = b.rom + ((bank0 & mask) << 14);
+  b.romx = GBX_LAUNCH(b, rom) + ((bank & mask) << 14);
+  b.rom0 = GBX_LAUNCH(b, rom) + ((bank0 & mask) << 14);
   b.cart_ram_offset = ram_banks > 1 ? (ram_bank % ram_banks) << 13 : 0;
 }
 
@@ -56,7 +57,9 @@ GBX_FN void mbc_update_windows(Machine& b) {
 // never host time, so a run is a function of its inputs. Caught up lazily like the timer: on
 // a latch, on a clock-register write and at the end of every step. With GBX_RTC_LOCK (the
 // rtc_lock synthesis parameter) it never moves.
-GBX_FN bool mbc_is_mbc3(const Machine& b) { return b.mbc == GBX_MBC_3 || b.mbc == GBX_MBC_3_RTC; }
+GBX_FN bool mbc_is_mbc3(const Machine& b) {
+  return GBX_LAUNCH(b, mbc) == GBX_MBC_3 || GBX_LAUNCH(b, mbc) == GBX_MBC_3_RTC;
+}
 
 // One second. Out-of-range values written by software count on to the register's bit width
 // and wrap to 0 without a carry, as the counter chain does.
@@ -103,20 +106,20 @@ GBX_FN void rtc_advance(u8* r, i64 n) {
 
 GBX_FN void rtc_sync(Machine& b, i64 now) {
   // Halted (DH bit 6) or locked: nothing counts; the second restarts when the clock does.
-  if (GBX_RTC_LOCK || (b.rtc[4] & 0x40)) {
-    b.rtc_second_start = now;
+  if (GBX_RTC_LOCK || (rtc_of(b)[4] & 0x40)) {
+    GBX_COLD(b, rtc_second_start) = now;
     return;
   }
-  const i64 n = (now - b.rtc_second_start) / GBX_RTC_CYCLES_PER_SECOND;
+  const i64 n = (now - GBX_COLD(b, rtc_second_start)) / GBX_RTC_CYCLES_PER_SECOND;
   if (n <= 0) return;
-  b.rtc_second_start += n * GBX_RTC_CYCLES_PER_SECOND;
-  rtc_advance(b.rtc, n);
+  GBX_COLD(b, rtc_second_start) += n * GBX_RTC_CYCLES_PER_SECOND;
+  rtc_advance(rtc_of(b), n);
 }
 
 GBX_FN void rtc_latch_write(Machine& b, u8 v) {
-  if (b.mbc == GBX_MBC_3_RTC && b.mbc_rtc_latch == 0 && v == 1) {
+  if (GBX_LAUNCH(b, mbc) == GBX_MBC_3_RTC && b.mbc_rtc_latch == 0 && v == 1) {
     rtc_sync(b, io_time(b));
-    for (u32 i = 0; i < 5; ++i) b.rtc[5 + i] = b.rtc[i];
+    for (u32 i = 0; i < 5; ++i) rtc_of(b)[5 + i] = rtc_of(b)[i];
   }
   b.mbc_rtc_latch = v;
 }
@@ -126,12 +129,12 @@ GBX_FN void rtc_write(Machine& b, u32 reg, u8 v) {
   // Bits each register has (S, M: 6; H: 5; DL: 8; DH: day bit 8, halt, carry); no table, so
   // a GPU thread keeps nothing in local memory for it.
   const u8 bits = reg == 2 ? 0x1F : reg == 3 ? 0xFF : reg == 4 ? 0xC1 : 0x3F;
-  b.rtc[reg] = (u8)(v & bits);
-  if (reg == 0) b.rtc_second_start = io_time(b);  // writing seconds restarts the second
+  rtc_of(b)[reg] = (u8)(v & bits);
+  if (reg == 0) GBX_COLD(b, rtc_second_start) = io_time(b);  // writing seconds restarts the second
 }
 
 GBX_FN void mbc_write(Machine& b, u32 addr, u8 v) {
-  switch (b.mbc) {
+  switch (GBX_LAUNCH(b, mbc)) {
     case GBX_MBC_1:
     case GBX_MBC_1M:
       switch (addr >> 13) {
@@ -179,20 +182,23 @@ GBX_FN void mbc_write(Machine& b, u32 addr, u8 v) {
 }
 
 GBX_FN bool cart_ram_enabled(const Machine& b) {
-  return b.mbc == GBX_MBC_NONE ? b.cart_ram_size != 0 : b.mbc_ram_enable != 0;
+  return GBX_LAUNCH(b, mbc) == GBX_MBC_NONE ? GBX_LAUNCH(b, cart_ram_size) != 0
+                                            : b.mbc_ram_enable != 0;
 }
 
 // What A000-BFFF holds under the current banking, whether or not the RAM is enabled: the
 // selected RAM bank, the latched clock register, or 0xFF where nothing drives the bus.
 GBX_FN u8 cart_ram_peek(Machine& b, u32 addr) {
   if (mbc_is_mbc3(b) && b.mbc_ram_bank >= 8) {
-    if (b.mbc == GBX_MBC_3_RTC && b.mbc_ram_bank <= 0x0C) return b.rtc[5 + b.mbc_ram_bank - 8];
+    if (GBX_LAUNCH(b, mbc) == GBX_MBC_3_RTC && b.mbc_ram_bank <= 0x0C)
+      return rtc_of(b)[5 + b.mbc_ram_bank - 8];
     return 0xFF;
   }
-  if (b.cart_ram_size == 0) return 0xFF;
+  if (GBX_LAUNCH(b, cart_ram_size) == 0) return 0xFF;
   // MBC2: 512 half-bytes repeated through A000-BFFF; the upper nibble is not driven.
-  if (b.mbc == GBX_MBC_2) return (u8)(0xF0 | mem_at(b, GBX_MEM_CART_RAM + (addr & 0x1FFu)));
-  const u32 off = (b.cart_ram_offset + (addr - 0xA000u)) % b.cart_ram_size;
+  if (GBX_LAUNCH(b, mbc) == GBX_MBC_2)
+    return (u8)(0xF0 | mem_at(b, GBX_MEM_CART_RAM + (addr & 0x1FFu)));
+  const u32 off = (b.cart_ram_offset + (addr - 0xA000u)) % GBX_LAUNCH(b, cart_ram_size);
   return mem_at(b, GBX_MEM_CART_RAM + off);
 }
 
@@ -204,14 +210,15 @@ GBX_FN u8 cart_ram_read(Machine& b, u32 addr) {
 GBX_FN void cart_ram_write(Machine& b, u32 addr, u8 v) {
   if (!cart_ram_enabled(b)) return;
   if (mbc_is_mbc3(b) && b.mbc_ram_bank >= 8) {
-    if (b.mbc == GBX_MBC_3_RTC && b.mbc_ram_bank <= 0x0C) rtc_write(b, b.mbc_ram_bank - 8u, v);
+    if (GBX_LAUNCH(b, mbc) == GBX_MBC_3_RTC && b.mbc_ram_bank <= 0x0C)
+      rtc_write(b, b.mbc_ram_bank - 8u, v);
     return;
   }
-  if (b.cart_ram_size == 0) return;
-  if (b.mbc == GBX_MBC_2) {
+  if (GBX_LAUNCH(b, cart_ram_size) == 0) return;
+  if (GBX_LAUNCH(b, mbc) == GBX_MBC_2) {
     mem_at(b, GBX_MEM_CART_RAM + (addr & 0x1FFu)) = (u8)(v | 0xF0);  // as mGBA stores it in .sav
     return;
   }
-  const u32 off = (b.cart_ram_offset + (addr - 0xA000u)) % b.cart_ram_size;
+  const u32 off = (b.cart_ram_offset + (addr - 0xA000u)) % GBX_LAUNCH(b, cart_ram_size);
   mem_at(b, GBX_MEM_CART_RAM + off) = v;
 }

@@ -59,7 +59,7 @@ GBX_FN void service_events(Machine& bus) {
 GBX_FN void stop_enter(Machine& bus) {
   apu_sync(bus, io_time(bus));
   timer_write_div(bus, io_time(bus));
-  bus.apu_synced = io_time(bus);
+  GBX_COLD(bus, apu_synced) = io_time(bus);
   timer_schedule(bus);
   events_reschedule(bus);
   bus.run_state = GBX_RUN_STOPPED;

@@ -2,7 +2,7 @@
 // side effects are dispatched here; the rest are plain bytes in the env's I/O page.
 GBX_FN void events_reschedule(Machine& b) {
   i64 next = b.timer_event < b.ppu_event ? b.timer_event : b.ppu_event;
-  next = b.serial_event < next ? b.serial_event : next;
+  next = GBX_COLD(b, serial_event) < next ? GBX_COLD(b, serial_event) : next;
   b.next_event = b.joyp_event < next ? b.joyp_event : next;
 }
 
@@ -63,18 +63,21 @@ GBX_FN void joyp_update(Machine& b, u8 select_byte, u8 buttons) {
 GBX_FN u32 apu_nrx4(u32 ch) { return 0xFF14u + 5u * ch; }
 
 GBX_FN void apu_sync(Machine& b, i64 now) {
-  const i64 n = ((now - b.div_epoch) >> GBX_APU_LENGTH_SHIFT) -
-                ((b.apu_synced - b.div_epoch) >> GBX_APU_LENGTH_SHIFT);
-  b.apu_synced = now;
+  // Never backwards: an epilog reads NR52 at io_time, 3 T before the cycle the step's end
+  // synced to (GPU kernels keep apu_synced in the state array, so it would stick).
+  if (now <= GBX_COLD(b, apu_synced)) return;
+  const i64 n = ((now - GBX_COLD(b, div_epoch)) >> GBX_APU_LENGTH_SHIFT) -
+                ((GBX_COLD(b, apu_synced) - GBX_COLD(b, div_epoch)) >> GBX_APU_LENGTH_SHIFT);
+  GBX_COLD(b, apu_synced) = now;
   if (n <= 0) return;
   u8* nr52 = io_reg(b, 0xFF26);
   for (u32 ch = 0; ch < 4; ++ch) {
-    if (!(*io_reg(b, apu_nrx4(ch)) & 0x40) || b.apu_length[ch] == 0) continue;
-    if ((i64)b.apu_length[ch] <= n) {
-      b.apu_length[ch] = 0;
+    if (!(*io_reg(b, apu_nrx4(ch)) & 0x40) || apu_length_of(b)[ch] == 0) continue;
+    if ((i64)apu_length_of(b)[ch] <= n) {
+      apu_length_of(b)[ch] = 0;
       *nr52 &= (u8)~(1u << ch);
     } else {
-      b.apu_length[ch] = (u16)(b.apu_length[ch] - n);
+      apu_length_of(b)[ch] = (u16)(apu_length_of(b)[ch] - n);
     }
   }
 }
@@ -101,7 +104,7 @@ GBX_FN void apu_write(Machine& b, u32 addr, u8 v) {
   const bool length_reg = addr == 0xFF11 || addr == 0xFF16 || addr == 0xFF1B || addr == 0xFF20;
   const u32 ch = addr == 0xFF1B ? 2u : (addr - 0xFF10u) / 5u;
   if (addr < 0xFF30) {
-    if (length_reg) b.apu_length[ch] = (u16)(ch == 2 ? 256 - v : 64 - (v & 0x3F));
+    if (length_reg) apu_length_of(b)[ch] = (u16)(ch == 2 ? 256 - v : 64 - (v & 0x3F));
     // Powered off, only the length counters take writes (DMG).
     if (!(*nr52 & 0x80)) return;
   }
@@ -109,7 +112,7 @@ GBX_FN void apu_write(Machine& b, u32 addr, u8 v) {
   if (addr >= 0xFF30 || addr > 0xFF23) return;
   const u32 reg = addr == 0xFF1A ? 0u : addr - 0xFF10u - 5u * ch;
   if (reg == 4 && (v & 0x80)) {  // trigger
-    if (b.apu_length[ch] == 0) b.apu_length[ch] = (u16)(ch == 2 ? 256 : 64);
+    if (apu_length_of(b)[ch] == 0) apu_length_of(b)[ch] = (u16)(ch == 2 ? 256 : 64);
     if (apu_dac_on(b, ch)) *nr52 |= (u8)(1u << ch);
   }
   if (!apu_dac_on(b, ch)) *nr52 &= (u8)~(1u << ch);
@@ -161,7 +164,7 @@ GBX_NOINLINE void io_write(Machine& b, u32 addr, u8 v) {
     case 0xFF04:
       apu_sync(b, now);  // the length clock follows the system counter being reset
       timer_write_div(b, now);
-      b.apu_synced = now;
+      GBX_COLD(b, apu_synced) = now;
       break;
     case 0xFF05: timer_write_tima(b, now, v); break;
     case 0xFF06: timer_write_tma(b, now, v); break;

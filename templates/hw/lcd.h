@@ -35,8 +35,8 @@ GBX_FN i64 lcd_draw_dot(Machine& b, i64 line) {
 
 // First renderer event (a visible line's draw point or the VBlank swap) strictly after `after`.
 GBX_FN i64 lcd_next_after(Machine& b, i64 after) {
-  if (after < b.ppu_epoch) return b.ppu_epoch + lcd_draw_dot(b, 0);
-  const i64 pos = (after - b.ppu_epoch) % GBX_FRAME_CYCLES;
+  if (after < GBX_COLD(b, ppu_epoch)) return GBX_COLD(b, ppu_epoch) + lcd_draw_dot(b, 0);
+  const i64 pos = (after - GBX_COLD(b, ppu_epoch)) % GBX_FRAME_CYCLES;
   const i64 frame_start = after - pos;
   const i64 line = pos / GBX_LINE_DOTS;
   if (line < 144) {
@@ -169,7 +169,7 @@ GBX_NOINLINE void lcd_catch_up_slow(Machine& b, i64 now) {
   }
   while (b.lcd_next <= now) {
     const i64 t = b.lcd_next;
-    const i64 pos = (t - b.ppu_epoch) % GBX_FRAME_CYCLES;
+    const i64 pos = (t - GBX_COLD(b, ppu_epoch)) % GBX_FRAME_CYCLES;
     const i64 line = pos / GBX_LINE_DOTS;
     if (line < 144) {
       const i64 vblank = t - pos + 144 * GBX_LINE_DOTS;

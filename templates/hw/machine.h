@@ -5,20 +5,57 @@
 #define GBX_NEVER_PAST (-(1LL << 62))
 #define GBX_FRAME_CYCLES 70224
 
+// The hot part of the machine: what every M-cycle touches (the cycle counter, the next event,
+// the ROM windows, the memory base, IE/IF). On a GPU the step and the CPU helpers work on a
+// Core, a local whose address is never taken, so NVRTC/ptxas keep it in registers. The
+// Machine behind it is what the out-of-line slow paths take by reference (which puts it in
+// local memory); it holds the current values only across a slow-path call: core_spill()
+// before, core_reload() after. On the CPU the Machine itself is the core (GBX_CORE_SPLIT 0):
+// x86-64 has too few registers for both the Cpu and a Core, and a separate Core measured
+// ~20% slower on ALU_LOOP (README "Hot fields").
+// Specialized blocks (kernel/spec_bus.h) and the profile counter take the Machine itself, so
+// those kernels keep it whole.
+#if GBX_DEVICE_CUDA && !GBX_SPECIALIZED && !GBX_PROFILE
+#define GBX_CORE_SPLIT 1
+#else
+#define GBX_CORE_SPLIT 0
+#endif
+
+// GBX_CORE_SPLIT also decides where the cold fields live. A GPU keeps the Machine in local
+// memory (the slow paths take it by reference), so every field is stack frame; there the
+// fields only the slow paths touch (timer/PPU/serial/APU/RTC epochs, serial length, per-env
+// buffers) stay in the state arrays and are read and written there through `p` and `env`
+// (global memory, as local memory is, and coalesced the same way), and the launch constants
+// (ROM, its size, the controller kind, cartridge RAM size) are read from the kernel
+// parameters (__grid_constant__: no copy). On the CPU they are Machine fields, copied in by
+// machine_load and out by the step's end, as before.
+#if GBX_CORE_SPLIT
+#define GBX_COLD(b, field) ((b).p->s.field[(b).env])
+#define GBX_LAUNCH(b, field) ((b).p->field)
+#else
+#define GBX_COLD(b, field) ((b).field)
+#define GBX_LAUNCH(b, field) ((b).field)
+#endif
+
 struct Machine {
-  i64 cycles;      // T-cycles since reset; every bus access charges 4 before it happens
-  i64 next_event;  // earliest cycle at which service_events() must run
+  i64 cycles;            // T-cycles since reset; every bus access charges 4 before it happens
+  i64 next_event;        // earliest cycle at which service_events() must run
   u8* GBX_RESTRICT mem;  // this env's byte 0 of writable memory: read it through mem_at()
+  const u8* rom0;        // 0x0000-0x3FFF window (MBC1 mode 1 can bank it)
+  const u8* romx;        // 0x4000-0x7FFF window
 #if GBX_LAYOUT_INTERLEAVED
   u32 mem_pitch;  // distance between this env's consecutive bytes (GBX_MEM_PITCH)
 #endif
+  u32 cart_ram_offset;  // offset of the selected RAM bank inside cartridge RAM
+#if GBX_CORE_SPLIT
+  const GbxParams* p;  // the launch's parameters: cold fields and launch constants
+  u32 env;
+#else
   const u8* GBX_RESTRICT rom;
-  const u8* rom0;  // 0x0000-0x3FFF window (MBC1 mode 1 can bank it)
-  const u8* romx;  // 0x4000-0x7FFF window
   u32 rom_size;
   u32 mbc;
   u32 cart_ram_size;
-  u32 cart_ram_offset;  // offset of the selected RAM bank inside cartridge RAM
+#endif
   u8 ie;
   u8 iflag;
   u8 mbc_rom_bank;
@@ -26,30 +63,33 @@ struct Machine {
   u8 mbc_ram_enable;
   u8 mbc_mode;
   u8 run_state;
-  u8 joyp_buttons;  // active-high: bit0 A, 1 B, 2 Select, 3 Start, 4 Right, 5 Left, 6 Up, 7 Down
-  i64 div_epoch;     // cycle at which the 16-bit system counter was 0
-  i64 timer_synced;  // TIMA is up to date at this cycle
-  i64 timer_event;   // cycle at which the next TIMA overflow becomes visible in IF
-  i64 ppu_epoch;     // cycle at which the PPU was at line 0, dot 0
-  i64 ppu_event;     // cycle of the next VBlank / STAT interrupt
-  i64 serial_event;  // cycle at which the serial transfer in progress completes
-  i64 dma_end;       // the OAM DMA in progress owns its bus until this cycle
+  u8 joyp_buttons;     // active-high: bit0 A, 1 B, 2 Select, 3 Start, 4 Right, 5 Left, 6 Up, 7 Down
+  u8 mbc_rom_bank_hi;  // MBC5 ROM bank bit 8
+  u8 mbc_rtc_latch;    // MBC3: last byte written to 6000-7FFF
+  i64 timer_event;     // cycle at which the next TIMA overflow becomes visible in IF
+  i64 ppu_event;       // cycle of the next VBlank / STAT interrupt
+  i64 dma_end;         // the OAM DMA in progress owns its bus until this cycle
+  i64 joyp_event;      // cycle at which the step's buttons are released (release_after_frames)
+#if !GBX_CORE_SPLIT
+  // Cold fields (GBX_COLD); with GBX_CORE_SPLIT they live in the state arrays only.
+  i64 div_epoch;         // cycle at which the 16-bit system counter was 0
+  i64 timer_synced;      // TIMA is up to date at this cycle
+  i64 ppu_epoch;         // cycle at which the PPU was at line 0, dot 0
+  i64 serial_event;      // cycle at which the serial transfer in progress completes
+  i64 tima_reload;       // cycle of the last TIMA reload from TMA, or of the pending one
+  i64 apu_synced;        // APU length counters are up to date at this cycle
+  i64 rtc_second_start;  // cycle at which the clock's current second began
   u8* GBX_RESTRICT serial_buf;
   u32 serial_len;
-  i64 tima_reload;   // cycle of the last TIMA reload from TMA, or of the pending one
-  i64 joyp_event;    // cycle at which the step's buttons are released (release_after_frames)
-  i64 apu_synced;    // APU length counters are up to date at this cycle
-  u16* apu_length;   // 4 length counters (ch1-ch4), counting down at 256 Hz
-  u8* GBX_RESTRICT rtc;    // MBC3 clock: S M H DL DH counting, then the latched copies
-  i64 rtc_second_start;    // cycle at which the clock's current second began
-  u8 mbc_rom_bank_hi;      // MBC5 ROM bank bit 8
-  u8 mbc_rtc_latch;        // MBC3: last byte written to 6000-7FFF
+  u16* apu_length;       // 4 length counters (ch1-ch4), counting down at 256 Hz
+  u8* GBX_RESTRICT rtc;  // MBC3 clock: S M H DL DH counting, then the latched copies
+#endif
 #if GBX_RENDER
   // Scanline renderer (hw/lcd.h), only in kernels that draw: the struct lives in local memory
   // on a GPU (the slow paths take it by reference), so every field costs stack frame.
-  i64 lcd_next;      // cycle of the next line end or VBlank the renderer has to process
-  i64 lcd_step_end;  // this step's target cycle (run mode frames)
-  i64 lcd_period;    // cycles from one step end to the next; 0: every frame is drawn
+  i64 lcd_next;             // cycle of the next line end or VBlank the renderer has to process
+  i64 lcd_step_end;         // this step's target cycle (run mode frames)
+  i64 lcd_period;           // cycles from one step end to the next; 0: every frame is drawn
   u8* GBX_RESTRICT lcd_fb;  // the env's two framebuffers
   u8 lcd_flags;             // GBX_LCD_FLAG_*
   u8 lcd_win_line;          // window line counter
@@ -72,20 +112,17 @@ GBX_FN u8* io_reg(Machine& b, u32 addr) { return &mem_at(b, GBX_MEM_IO + (addr &
 // already charged the whole M-cycle). I/O side effects are timed from here.
 GBX_FN i64 io_time(const Machine& b) { return b.cycles - 3; }
 
-// The hot part of the machine: what every M-cycle touches (the cycle counter, the next event,
-// the ROM windows, the memory base, IE/IF). On a GPU the step and the CPU helpers work on a
-// Core, a local whose address is never taken, so NVRTC/ptxas keep it in registers. The
-// Machine behind it is what the out-of-line slow paths take by reference (which puts it in
-// local memory); it holds the current values only across a slow-path call: core_spill()
-// before, core_reload() after. On the CPU the Machine itself is the core (GBX_CORE_SPLIT 0):
-// x86-64 has too few registers for both the Cpu and a Core, and a separate Core measured
-// ~20% slower on ALU_LOOP (README "Hot fields").
-// Specialized blocks (kernel/spec_bus.h) and the profile counter take the Machine itself, so
-// those kernels keep it whole.
-#if GBX_DEVICE_CUDA && !GBX_SPECIALIZED && !GBX_PROFILE
-#define GBX_CORE_SPLIT 1
+// This env's buffers in the state arrays (see GBX_COLD).
+#if GBX_CORE_SPLIT
+GBX_FN u8* serial_buf_of(const Machine& b) {
+  return b.p->s.serial_buf + (u64)b.env * GBX_SERIAL_CAPACITY;
+}
+GBX_FN u16* apu_length_of(const Machine& b) { return b.p->s.apu_length + 4 * (u64)b.env; }
+GBX_FN u8* rtc_of(const Machine& b) { return b.p->s.rtc_regs + (u64)b.env * GBX_RTC_BYTES; }
 #else
-#define GBX_CORE_SPLIT 0
+GBX_FN u8* serial_buf_of(const Machine& b) { return b.serial_buf; }
+GBX_FN u16* apu_length_of(const Machine& b) { return b.apu_length; }
+GBX_FN u8* rtc_of(const Machine& b) { return b.rtc; }
 #endif
 
 #if GBX_CORE_SPLIT

@@ -21,13 +21,15 @@ GBX_FN bool ppu_lcd_on(Machine& b) { return (*io_reg(b, 0xFF40) & 0x80) != 0; }
 // Dots since the start of the current frame (0..70223); 0 when the LCD is off.
 GBX_FN i64 ppu_pos(Machine& b, i64 at) {
   if (!ppu_lcd_on(b)) return 0;
-  return (at - b.ppu_epoch) % GBX_FRAME_CYCLES;
+  return (at - GBX_COLD(b, ppu_epoch)) % GBX_FRAME_CYCLES;
 }
 
 // The first line after the LCD is switched on has no OAM scan: it starts in mode 0 instead
 // of mode 2 (Pan Docs "LCD Status Registers": "mode 0 ... also when the LCD is turned on",
 // gbdev wiki). ppu_epoch is the switch-on cycle then.
-GBX_FN bool ppu_first_line(Machine& b, i64 at) { return at - b.ppu_epoch < GBX_LINE_DOTS; }
+GBX_FN bool ppu_first_line(Machine& b, i64 at) {
+  return at - GBX_COLD(b, ppu_epoch) < GBX_LINE_DOTS;
+}
 
 // The dot at which line `line`'s mode 3 ends (Pan Docs "Mode 3 length"): 80 + 172, plus
 // SCX % 8 (the fine scroll discards pixels), plus 6 when the window starts on the line, plus
@@ -186,7 +188,7 @@ GBX_FN void ppu_write_lcdc(Machine& b, u8 v) {
   const bool was_on = ppu_lcd_on(b);
   *io_reg(b, 0xFF40) = v;
   // Switching the LCD on starts a frame at line 0 (its first line without an OAM scan).
-  if (!was_on && (v & 0x80)) b.ppu_epoch = io_time(b);
+  if (!was_on && (v & 0x80)) GBX_COLD(b, ppu_epoch) = io_time(b);
   ppu_schedule(b, io_time(b));
 }
 

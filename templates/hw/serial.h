@@ -7,18 +7,19 @@
 GBX_FN void serial_write_sc(Machine& b, u8 v) {
   *io_reg(b, 0xFF02) = (u8)(v | 0x7E);
   if ((v & 0x81) != 0x81) {
-    b.serial_event = GBX_NEVER;  // clearing bit 7 abandons a transfer
+    GBX_COLD(b, serial_event) = GBX_NEVER;  // clearing bit 7 abandons a transfer
     return;
   }
-  if (b.serial_len < GBX_SERIAL_CAPACITY) b.serial_buf[b.serial_len] = *io_reg(b, 0xFF01);
-  b.serial_len++;
-  b.serial_event = io_time(b) + GBX_SERIAL_TRANSFER_CYCLES;
+  if (GBX_COLD(b, serial_len) < GBX_SERIAL_CAPACITY)
+    serial_buf_of(b)[GBX_COLD(b, serial_len)] = *io_reg(b, 0xFF01);
+  GBX_COLD(b, serial_len)++;
+  GBX_COLD(b, serial_event) = io_time(b) + GBX_SERIAL_TRANSFER_CYCLES;
 }
 
 GBX_FN void serial_service(Machine& b, i64 now) {
-  if (now < b.serial_event) return;
+  if (now < GBX_COLD(b, serial_event)) return;
   *io_reg(b, 0xFF01) = 0xFF;
   *io_reg(b, 0xFF02) &= 0x7F;
   b.iflag |= 0x08;
-  b.serial_event = GBX_NEVER;
+  GBX_COLD(b, serial_event) = GBX_NEVER;
 }

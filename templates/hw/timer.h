@@ -16,11 +16,13 @@ GBX_FN u32 timer_shift(u8 tac) {
   return bit + 1;
 }
 
-GBX_FN bool timer_reload_pending(const Machine& b) { return b.tima_reload > b.timer_synced; }
+GBX_FN bool timer_reload_pending(const Machine& b) {
+  return GBX_COLD(b, tima_reload) > GBX_COLD(b, timer_synced);
+}
 
 // The pending reload, if it is due by `now`.
 GBX_FN void timer_apply_reload(Machine& b, i64 now) {
-  if (timer_reload_pending(b) && b.tima_reload <= now) {
+  if (timer_reload_pending(b) && GBX_COLD(b, tima_reload) <= now) {
     *io_reg(b, 0xFF05) = *io_reg(b, 0xFF06);
     b.iflag |= 0x04;
   }
@@ -40,9 +42,9 @@ GBX_FN void timer_count(Machine& b, i64 n, i64 last_edge, i64 period, i64 now) {
   const i64 per = 256 - (i64)*io_reg(b, 0xFF06);
   const i64 last_overflow = rem + ((n - rem) / per) * per;  // 1-based increment index
   const i64 overflow_at = last_edge - (n - last_overflow) * period;
-  b.tima_reload = overflow_at + 4;
+  GBX_COLD(b, tima_reload) = overflow_at + 4;
   if (last_overflow > rem) b.iflag |= 0x04;  // earlier overflows have reloaded already
-  if (b.tima_reload > now) {
+  if (GBX_COLD(b, tima_reload) > now) {
     *tima = 0;
   } else {
     b.iflag |= 0x04;
@@ -51,20 +53,20 @@ GBX_FN void timer_count(Machine& b, i64 n, i64 last_edge, i64 period, i64 now) {
 }
 
 GBX_FN void timer_sync(Machine& b, i64 now) {
-  if (now <= b.timer_synced) return;
+  if (now <= GBX_COLD(b, timer_synced)) return;
   timer_apply_reload(b, now);
   const u8 tac = *io_reg(b, 0xFF07);
   if (tac & 4) {
     const u32 s = timer_shift(tac);
-    const i64 j1 = (now - b.div_epoch) >> s;
-    const i64 n = j1 - ((b.timer_synced - b.div_epoch) >> s);
+    const i64 j1 = (now - GBX_COLD(b, div_epoch)) >> s;
+    const i64 n = j1 - ((GBX_COLD(b, timer_synced) - GBX_COLD(b, div_epoch)) >> s);
     if (n > 0) {
-      b.timer_synced = now;  // the reload applied above is no longer pending
-      timer_count(b, n, b.div_epoch + (j1 << s), (i64)1 << s, now);
+      GBX_COLD(b, timer_synced) = now;  // the reload applied above is no longer pending
+      timer_count(b, n, GBX_COLD(b, div_epoch) + (j1 << s), (i64)1 << s, now);
       return;
     }
   }
-  b.timer_synced = now;
+  GBX_COLD(b, timer_synced) = now;
 }
 
 // One increment at cycle `at` (a DIV or TAC write's falling edge); timer synced to `at`.
@@ -73,7 +75,7 @@ GBX_FN void timer_tick_at(Machine& b, i64 at) { timer_count(b, 1, at, 16, at); }
 // When the next reload (IF bit 2) happens: the pending one, or the next overflow's.
 GBX_FN void timer_schedule(Machine& b) {
   if (timer_reload_pending(b)) {
-    b.timer_event = b.tima_reload;
+    b.timer_event = GBX_COLD(b, tima_reload);
     return;
   }
   const u8 tac = *io_reg(b, 0xFF07);
@@ -82,23 +84,23 @@ GBX_FN void timer_schedule(Machine& b) {
     return;
   }
   const u32 s = timer_shift(tac);
-  const i64 sc = b.timer_synced - b.div_epoch;
+  const i64 sc = GBX_COLD(b, timer_synced) - GBX_COLD(b, div_epoch);
   const i64 rem = 256 - (i64)*io_reg(b, 0xFF05);
-  b.timer_event = b.div_epoch + (((sc >> s) + rem) << s) + 4;
+  b.timer_event = GBX_COLD(b, div_epoch) + (((sc >> s) + rem) << s) + 4;
 }
 
-GBX_FN u8 timer_read_div(Machine& b) { return (u8)((io_time(b) - b.div_epoch) >> 8); }
+GBX_FN u8 timer_read_div(Machine& b) { return (u8)((io_time(b) - GBX_COLD(b, div_epoch)) >> 8); }
 
 // The multiplexer output TIMA counts falling edges of: the selected counter bit AND enable.
 GBX_FN bool timer_signal(const Machine& b, u8 tac, i64 at) {
-  return (tac & 4) && (((at - b.div_epoch) >> (timer_shift(tac) - 1)) & 1);
+  return (tac & 4) && (((at - GBX_COLD(b, div_epoch)) >> (timer_shift(tac) - 1)) & 1);
 }
 
 GBX_FN void timer_write_div(Machine& b, i64 now) {
   timer_sync(b, now);
   // Resetting the counter while the selected bit is 1 is a falling edge: TIMA ticks.
   const bool edge = timer_signal(b, *io_reg(b, 0xFF07), now);
-  b.div_epoch = now;
+  GBX_COLD(b, div_epoch) = now;
   if (edge) timer_tick_at(b, now);
 }
 
@@ -115,8 +117,8 @@ GBX_FN void timer_write_tac(Machine& b, i64 now, u8 v) {
 GBX_FN void timer_write_tima(Machine& b, i64 now, u8 v) {
   timer_sync(b, now);
   if (timer_reload_pending(b)) {
-    b.tima_reload = GBX_NEVER_PAST;  // written in the 00 cycle: no reload, no interrupt
-  } else if (now - b.tima_reload < 4) {
+    GBX_COLD(b, tima_reload) = GBX_NEVER_PAST;  // written in the 00 cycle: no reload, no interrupt
+  } else if (now - GBX_COLD(b, tima_reload) < 4) {
     return;  // the reload cycle: TMA wins
   }
   *io_reg(b, 0xFF05) = v;
@@ -125,5 +127,5 @@ GBX_FN void timer_write_tima(Machine& b, i64 now, u8 v) {
 GBX_FN void timer_write_tma(Machine& b, i64 now, u8 v) {
   timer_sync(b, now);
   *io_reg(b, 0xFF06) = v;
-  if (!timer_reload_pending(b) && now - b.tima_reload < 4) *io_reg(b, 0xFF05) = v;
+  if (!timer_reload_pending(b) && now - GBX_COLD(b, tima_reload) < 4) *io_reg(b, 0xFF05) = v;
 }

@@ -2,6 +2,14 @@
 #define GBX_DEVICE_CUDA 1
 #define GBX_FN static __device__ __forceinline__
 #define GBX_NOINLINE static __device__ __noinline__
+// Kernel parameters whose address the kernel takes (the Machine points at them) stay in the
+// parameter space instead of being copied to local memory. The CUDA driver test double
+// compiles this source for the host, where the qualifier does not exist.
+#ifdef __CUDACC__
+#define GBX_GRID_CONSTANT __grid_constant__
+#else
+#define GBX_GRID_CONSTANT
+#endif
 #define GBX_RESTRICT __restrict__
 #define GBX_LIKELY(x) __builtin_expect(!!(x), 1)
 #define GBX_UNLIKELY(x) __builtin_expect(!!(x), 0)

@@ -214,6 +214,11 @@ TEST_CASE("all four stages compile to PTX and CUBIN for sm_80 and sm_90") {
       CHECK(info->usage.spill_stores_bytes >= 0);
       CHECK(info->usage.spill_loads_bytes >= 0);
       CHECK(info->usage.stack_frame_bytes >= 0);
+      // README "Hot fields in registers": no spills, and the per-env Machine (the frame)
+      // without its cold fields stays under the 144 B of the first CUDA kernels.
+      CHECK(info->usage.spill_stores_bytes == 0);
+      CHECK(info->usage.spill_loads_bytes == 0);
+      CHECK(info->usage.stack_frame_bytes < 144);
       CHECK(info->compile_ms > 0);
       MESSAGE(stage, " ", arch, ": ", info->usage.registers, " registers, spill ",
               info->usage.spill_stores_bytes, "/", info->usage.spill_loads_bytes, " bytes, stack ",

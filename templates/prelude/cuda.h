@@ -3,9 +3,10 @@
 #define GBX_FN static __device__ __forceinline__
 #define GBX_NOINLINE static __device__ __noinline__
 // Kernel parameters whose address the kernel takes (the Machine points at them) stay in the
-// parameter space instead of being copied to local memory. The CUDA driver test double
-// compiles this source for the host, where the qualifier does not exist.
-#ifdef __CUDACC__
+// parameter space instead of being copied to local memory (sm_70 and later; older archs get
+// the copy). The CUDA driver test double compiles this source for the host, where the
+// qualifier does not exist.
+#if defined(__CUDACC__) && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 700)
 #define GBX_GRID_CONSTANT __grid_constant__
 #else
 #define GBX_GRID_CONSTANT

@@ -27,8 +27,11 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const Bac
       cfg.threads > 0 ? cfg.threads : (int)std::max(1u, std::thread::hardware_concurrency());
   b->pool_ = std::make_unique<WorkerPool>(std::min(b->threads_, cfg.num_envs));
 
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
   auto bundle = TemplateBundle::load(TemplateBundle::default_root());
   if (!bundle) return bundle.take_error();
+  b->template_load_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   SynthParams p = synth_params_for(cfg, Device::Cpu, obs_dim);
   if (cfg.specialize_auto_frames > 0) {
     if (cfg.specialize || cfg.memory_model != MemoryModel::Dmg || cfg.run_mode != RunMode::Frames)
@@ -46,6 +49,7 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const Bac
   if (!b->read_memory_)
     return make_error(ErrorKind::Template,
                       "templates/manifest.json names no read_memory entry point");
+  b->kernel_load_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   b->state_ = EnvState(cfg.num_envs, cfg.memory_model, &b->rom_, cfg.layout);
   b->state_.set_memory_reader(b->read_memory_);
   b->out_.assign(output_layout(cfg, cfg.num_envs, b->sections_), 0);

@@ -38,7 +38,7 @@ half=$(((first + 1) / 2))
 steps=$((4096 / first > 2 ? 4096 / first : 2))
 one() {
   "$gbx" bench --backend cpu --rom "$rom" --envs "$half" --threads 1 --frames-per-step "$fps" \
-    --stage emulate_only --steps "$steps" --warmup-steps 1 --json "$1" >/dev/null
+    --stage emulate_only --steps "$steps" --warmup-steps 1 --json "$1" >/dev/null 2>&1
 }
 rate() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['results'][0]['frames_per_sec'])" "$1"; }
 ratios=()

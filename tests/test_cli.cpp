@@ -157,7 +157,8 @@ TEST_CASE("a corrupt module.o in the cache is recompiled with a warning") {
   auto warm = run_command(env + tool("gbx-run") + " run --stage emulate_only --frames 2");
   CAPTURE(warm.output);
   CHECK(warm.exit_code == 0);
-  CHECK(warm.output.find("(cached): plan ") != std::string::npos);
+  CHECK(warm.output.find("(cached; CPU ") != std::string::npos);
+  CHECK(warm.output.find(" ms): plan ") != std::string::npos);
   CHECK(warm.output.find("cache lookup ") != std::string::npos);
   CHECK(warm.output.find("JIT link ") != std::string::npos);
 }

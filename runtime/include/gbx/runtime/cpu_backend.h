@@ -59,6 +59,7 @@ class CpuBackend : public Backend {
   // its key, the cache lookup and (on a miss) the compile, the JIT load; kernel_build() has
   // the parts.
   double kernel_load_ms() const { return kernel_load_ms_; }
+  double kernel_load_cpu_ms() const { return kernel_load_cpu_ms_; }  // the same, CPU time
   double template_load_ms() const { return template_load_ms_; }
   int threads() const { return threads_; }
   // Profiling kernels (BackendConfig::profile): instructions executed per ROM offset so far.
@@ -97,6 +98,7 @@ class CpuBackend : public Backend {
   std::vector<int32_t> release_;  // release_after_frames for every env
   int threads_ = 1;
   double kernel_load_ms_ = 0;
+  double kernel_load_cpu_ms_ = 0;
   double template_load_ms_ = 0;
   std::unique_ptr<WorkerPool> pool_;  // min(threads_, envs) participants, the caller included
 };

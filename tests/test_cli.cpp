@@ -152,7 +152,7 @@ TEST_CASE("a corrupt module.o in the cache is recompiled with a warning") {
   auto run = run_command(env + tool("gbx-run") + " run --stage emulate_only --frames 2");
   CHECK_MESSAGE(run.exit_code == 0, run.output);
   CHECK(run.output.find("kernel load: ") != std::string::npos);
-  CHECK(run.output.find("(compiled)") != std::string::npos);
+  CHECK(run.output.find("(compiled; CPU ") != std::string::npos);
   // The next run finds it: the load line says so and names the parts of a warm load.
   auto warm = run_command(env + tool("gbx-run") + " run --stage emulate_only --frames 2");
   CAPTURE(warm.output);

@@ -341,4 +341,24 @@ TEST_CASE("bench-stages: @tN variants and actions") {
   CHECK(r.output.find("emulate_only@t2") != std::string::npos);
   CHECK(r.output.find("actions none") != std::string::npos);
   CHECK(r.output.find("frames/cpu-s") != std::string::npos);
+  CHECK(r.output.find("median") != std::string::npos);
+
+  // A list of env counts: every variant at every count, in the same rounds, a row each.
+  const auto multi = run_command(tool("gbx-run") +
+                                 " bench-stages --rom builtin:ALU_LOOP --envs 2,3 "
+                                 "--frames-per-step 1 --rounds 2 --steps-per-round 1 "
+                                 "--warmup-steps 0 --variants emulate_only@t1 emulate_only@t2");
+  CAPTURE(multi.output);
+  CHECK(multi.exit_code == 0);
+  CHECK(multi.output.find("envs 2,3 ") != std::string::npos);
+  int rows = 0;
+  for (const char* row : {"emulate_only@t1 ", "emulate_only@t2 "})
+    for (size_t at = multi.output.find(row); at != std::string::npos;
+         at = multi.output.find(row, at + 1))
+      ++rows;
+  CHECK(rows == 4);
+  const auto bad = run_command(
+      tool("gbx-run") + " bench-stages --envs 2,0 --variants emulate_only@t1 emulate_only@t2");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.rfind("error: ", 0) == 0);
 }

@@ -151,6 +151,16 @@ TEST_CASE("a corrupt module.o in the cache is recompiled with a warning") {
   std::filesystem::resize_file(object, 10);
   auto run = run_command(env + tool("gbx-run") + " run --stage emulate_only --frames 2");
   CHECK_MESSAGE(run.exit_code == 0, run.output);
+  CHECK(run.output.find("kernel load: ") != std::string::npos);
+  CHECK(run.output.find("(compiled; CPU ") != std::string::npos);
+  // The next run finds it: the load line says so and names the parts of a warm load.
+  auto warm = run_command(env + tool("gbx-run") + " run --stage emulate_only --frames 2");
+  CAPTURE(warm.output);
+  CHECK(warm.exit_code == 0);
+  CHECK(warm.output.find("(cached; CPU ") != std::string::npos);
+  CHECK(warm.output.find(" ms): plan ") != std::string::npos);
+  CHECK(warm.output.find("cache lookup ") != std::string::npos);
+  CHECK(warm.output.find("JIT link ") != std::string::npos);
 }
 
 TEST_CASE("two processes compiling one key at once both succeed") {

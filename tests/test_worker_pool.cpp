@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -187,4 +188,27 @@ TEST_CASE("cpu backend: same states on 1, 2 and 3 threads, masked and not") {
     // Masked envs ran more frames than the others: the mask was honoured.
     CHECK(want[0].cycle_count > want[1].cycle_count);
   }
+}
+
+TEST_CASE("GBX_POOL_STATS: per-thread counts add up to the work done") {
+  ::setenv("GBX_POOL_STATS", "1", 1);
+  WorkerPool pool(2);
+  ::unsetenv("GBX_POOL_STATS");
+  REQUIRE(pool.timing());
+  std::atomic<int64_t> sum{0};
+  for (int r = 0; r < 5; ++r)
+    pool.run(100, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) sum += i;
+    });
+  CHECK(sum.load() == 5 * 4950);
+  const auto s = pool.stats();
+  REQUIRE(s.size() == 2);
+  CHECK(s[0].runs == 5);  // the caller takes part in every run; a worker may miss a short one
+  CHECK(s[1].runs <= 5);
+  CHECK(s[0].items + s[1].items == 500);
+  CHECK(s[0].chunks + s[1].chunks >= 5);
+  CHECK(s[0].busy_ns > 0);
+  WorkerPool quiet(2);
+  CHECK_FALSE(quiet.timing());
+  CHECK(quiet.stats().empty());
 }

@@ -119,6 +119,7 @@ int cmd_bench(const BenchCli& c) {
 
 struct StagesCli {
   InterleavedBenchOptions o;
+  std::string envs = "64";
   std::vector<std::string> variants = {"emulate_only", "obs_only:pixels"};
 };
 
@@ -129,18 +130,27 @@ int cmd_bench_stages(StagesCli& c) {
     if (!parsed) return tool::fail(parsed.error());
     c.o.variants.push_back(parsed.value());
   }
+  auto counts = parse_env_list(c.envs);
+  if (!counts) return tool::fail(counts.error());
+  c.o.env_counts = counts.value();
+  c.o.envs = c.o.env_counts.front();
   auto res = run_interleaved_bench(c.o);
   if (!res) return tool::fail(res.error());
+  std::string envs;
+  for (int n : c.o.env_counts) envs += (envs.empty() ? "" : ",") + std::to_string(n);
   std::printf(
-      "rom %s  backend %s  envs %d  frames/step %d  actions %s  %d rounds x %d steps, "
+      "rom %s  backend %s  envs %s  frames/step %d  actions %s  %d rounds x %d steps, "
       "interleaved\n",
-      c.o.rom.c_str(), c.o.backend.c_str(), c.o.envs, c.o.frames_per_step, c.o.actions.c_str(),
+      c.o.rom.c_str(), c.o.backend.c_str(), envs.c_str(), c.o.frames_per_step, c.o.actions.c_str(),
       c.o.rounds, c.o.steps_per_round);
-  std::printf("%-28s %14s %10s %12s %10s %14s\n", "variant", "frames/s", "seconds", "vs first",
-              "cpu s", "frames/cpu-s");
+  // "vs first": total frames/s over the first variant's at the same env count; "median":
+  // the median over rounds of the same ratio taken round by round.
+  std::printf("%-28s %6s %12s %9s %9s %8s %9s %13s\n", "variant", "envs", "frames/s", "seconds",
+              "vs first", "median", "cpu s", "frames/cpu-s");
   for (const auto& r : res.value())
-    std::printf("%-28s %14.0f %10.3f %11.3fx %10.3f %14.0f\n", r.label.c_str(), r.frames_per_sec,
-                r.seconds, r.ratio_to_first, r.cpu_seconds, r.frames_per_cpu_second);
+    std::printf("%-28s %6d %12.0f %9.3f %8.3fx %7.3fx %9.3f %13.0f\n", r.label.c_str(), r.envs,
+                r.frames_per_sec, r.seconds, r.ratio_to_first, r.median_round_ratio, r.cpu_seconds,
+                r.frames_per_cpu_second);
   return 0;
 }
 
@@ -216,7 +226,10 @@ void register_bench(CLI::App& app, Commands& cmds) {
       "bench-stages", "kernel variants (stage[:obs[:format]]) on one ROM, timed interleaved");
   sc->add_option("--backend", st.o.backend, "cpu | cuda")->capture_default_str();
   sc->add_option("--rom", st.o.rom, "ROM path or builtin:NAME")->capture_default_str();
-  sc->add_option("--envs", st.o.envs, "envs per variant")->capture_default_str();
+  sc->add_option("--envs", st.envs,
+                 "envs per variant; a list (64,256) times every variant at every count in the "
+                 "same rounds")
+      ->capture_default_str();
   sc->add_option("--frames-per-step", st.o.frames_per_step, "frames per step")
       ->capture_default_str();
   sc->add_option("--threads", st.o.threads, "cpu threads (0 = all cores)")->capture_default_str();

@@ -1,4 +1,6 @@
 // gbx-run run: run a ROM on a backend and print the final state.
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -10,6 +12,7 @@
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/battery_file.h"
 #include "gbx/runtime/conformance.h"
+#include "gbx/runtime/cpu_backend.h"
 #include "gbx/runtime/rom.h"
 #include "gbx/runtime/rom_builder.h"
 #include "gbx/runtime/save_state.h"
@@ -124,6 +127,21 @@ void print_memory(const MemRegion& r, const std::vector<uint8_t>& bytes, const c
   }
 }
 
+// Everything between the options and a runnable kernel, in ms: the plan (reading the profile
+// and choosing the hot set; --specialize profile:FILE only) and the backend's kernel load
+// (templates, source generation, key, cache lookup, and a compile on a miss, JIT link).
+void print_kernel_load(const CpuBackend& cpu, double plan_ms, double plan_cpu_ms) {
+  const KernelBuild& b = cpu.kernel_build();
+  const std::string compile =
+      b.cached ? "" : "compile " + std::to_string((int)(b.compile_ms + 0.5)) + ", ";
+  std::printf(
+      "kernel load: %.1f ms (%s; CPU %.1f ms): plan %.1f, templates %.1f, generate %.1f, key "
+      "%.1f, cache lookup %.1f, %sJIT link %.1f\n",
+      plan_ms + cpu.kernel_load_ms(), b.cached ? "cached" : "compiled",
+      plan_cpu_ms + cpu.kernel_load_cpu_ms(), plan_ms, cpu.template_load_ms(), b.generate_ms,
+      b.key_ms, b.lookup_ms, compile.c_str(), b.jit_ms);
+}
+
 int cmd_run(const RunOptions& o) {
   auto stage = parse_stage(o.stage);
   if (!stage) return tool::fail(make_error(ErrorKind::Usage, "unknown stage '" + o.stage + "'"));
@@ -193,8 +211,16 @@ int cmd_run(const RunOptions& o) {
   cfg.verbose = o.verbose;
   cfg.rtc_lock = o.rtc_lock;
   cfg.layout = *layout;
+  const auto plan_t0 = std::chrono::steady_clock::now();
+  timespec plan_c0{}, plan_c1{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &plan_c0);
   if (auto st = apply_specialize_option(o.specialize, rom.value(), cfg); !st)
     return tool::fail(st.error());
+  const double plan_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - plan_t0).count();
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &plan_c1);
+  const double plan_cpu_ms = (double)(plan_c1.tv_sec - plan_c0.tv_sec) * 1e3 +
+                             (double)(plan_c1.tv_nsec - plan_c0.tv_nsec) * 1e-6;
   auto backend = make_backend(o.backend, rom.value(), cfg);
   if (!backend) return tool::fail(backend.error());
   Backend& be = *backend.value();
@@ -224,6 +250,8 @@ int cmd_run(const RunOptions& o) {
               be.name().c_str(), o.envs, steps * o.frames_per_step, o.stage.c_str());
   std::printf("ran %.0f env-frames in %.3f s: %.0f frames/s\n", frames, secs, frames / secs);
   if (!be.kernel_key().empty()) std::printf("kernel %s\n", be.kernel_key().c_str());
+  if (const auto* cpu = dynamic_cast<const CpuBackend*>(&be))
+    print_kernel_load(*cpu, plan_ms, plan_cpu_ms);
   if (o.print_state || !o.serial) {
     auto s = be.get_cpu_state(o.env);
     if (!s) return tool::fail(s.error());

@@ -86,13 +86,17 @@ Result<CpuKernel> build_cpu_kernel(const TemplateBundle& bundle, const SynthPara
   if (!src) return src.take_error();
   b.source = std::move(src.value());
   b.generate_ms = ms_since(t0);
+  const auto tk = Clock::now();
   const CacheKeyInputs in = make_key_inputs(bundle, b.source, cpu_compiler_identity(),
                                             cpu_compile_args(opts), cpu_compiler_environment());
   b.key = compute_cache_key(in);
+  b.key_ms = ms_since(tk);
 
   for (int attempt = 0; attempt < 2; ++attempt) {
     const auto t1 = Clock::now();
-    if (auto hit = cache.lookup(b.key, &b.warnings)) {
+    auto hit = cache.lookup(b.key, &b.warnings);
+    b.lookup_ms = ms_since(t1);
+    if (hit) {
       b.entry = std::move(*hit);
       b.cached = true;
     } else {
@@ -129,6 +133,7 @@ Result<CpuKernel> build_cpu_kernel(const TemplateBundle& bundle, const SynthPara
     }
     if (fn) {
       k.step = reinterpret_cast<CpuStepFn>(fn.value());
+      b.jit_ms = ms_since(t2);
       b.load_ms = ms_since(b.cached ? t1 : t2);  // a hit's load includes reading the cache
       return k;
     }

@@ -2,6 +2,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <sstream>
@@ -62,7 +63,9 @@ Result<StageVariant> parse_stage_variant(const std::string& text) {
 Result<std::vector<VariantResult>> run_interleaved_bench(const InterleavedBenchOptions& o) {
   auto usage = [](std::string m) -> Error { return make_error(ErrorKind::Usage, std::move(m)); };
   if (o.variants.size() < 2) return usage("give at least two stage variants to compare");
-  if (o.envs < 1) return usage("--envs must be at least 1");
+  const std::vector<int> counts = o.env_counts.empty() ? std::vector<int>{o.envs} : o.env_counts;
+  for (int n : counts)
+    if (n < 1) return usage("--envs must be at least 1");
   if (o.frames_per_step < 1) return usage("--frames-per-step must be at least 1");
   if (o.rounds < 1 || o.steps_per_round < 1 || o.warmup_steps < 0)
     return usage("--rounds and --steps-per-round must be >= 1, --warmup-steps >= 0");
@@ -71,17 +74,23 @@ Result<std::vector<VariantResult>> run_interleaved_bench(const InterleavedBenchO
   auto rom = load_rom(o.rom);
   if (!rom) return rom.take_error();
 
+  // One backend per (env count, variant), in that order: results of one count are adjacent,
+  // its first variant the baseline.
   std::vector<std::unique_ptr<Backend>> backends;
-  std::vector<int64_t> step_index;  // per variant: each sees the policy's same sequence
+  std::vector<int64_t> step_index;  // per backend: each sees the policy's same sequence
+  std::vector<size_t> baseline;     // per backend: index of its count's first variant
   std::vector<int32_t> actions;
   auto step = [&](size_t k) -> Status {
-    policy->fill(step_index[k]++, o.envs, actions);
+    policy->fill(step_index[k]++, backends[k]->num_envs(), actions);
     return backends[k]->step(actions);
   };
   std::vector<VariantResult> out;
-  for (const StageVariant& v : o.variants) {
+  for (size_t i = 0; i < counts.size() * o.variants.size(); ++i) {
+    const int envs = counts[i / o.variants.size()];
+    const StageVariant& v = o.variants[i % o.variants.size()];
+    baseline.push_back(i % o.variants.size() == 0 ? backends.size() : baseline.back());
     BackendConfig cfg;
-    cfg.num_envs = o.envs;
+    cfg.num_envs = envs;
     cfg.frames_per_step = o.frames_per_step;
     cfg.threads = v.threads > 0 ? v.threads : o.threads;
     cfg.stage = v.stage;
@@ -96,10 +105,12 @@ Result<std::vector<VariantResult>> run_interleaved_bench(const InterleavedBenchO
     if (auto st = backends.back()->sync(); !st) return st.take_error();
     VariantResult r;
     r.label = v.label;
+    r.envs = envs;
     r.kernel_key = backends.back()->kernel_key();
     out.push_back(r);
   }
   using Clock = std::chrono::steady_clock;
+  std::vector<double> round_seconds(backends.size());
   for (int round = 0; round < o.rounds; ++round) {
     for (size_t k = 0; k < backends.size(); ++k) {
       const auto t0 = Clock::now();
@@ -107,16 +118,25 @@ Result<std::vector<VariantResult>> run_interleaved_bench(const InterleavedBenchO
       for (int i = 0; i < o.steps_per_round; ++i)
         if (auto st = step(k); !st) return st.take_error();
       if (auto st = backends[k]->sync(); !st) return st.take_error();
-      out[k].seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+      round_seconds[k] = std::chrono::duration<double>(Clock::now() - t0).count();
+      out[k].seconds += round_seconds[k];
       out[k].cpu_seconds += process_cpu_seconds() - c0;
-      out[k].env_frames += (long long)o.steps_per_round * o.frames_per_step * o.envs;
+      out[k].env_frames += (long long)o.steps_per_round * o.frames_per_step * out[k].envs;
     }
+    // Same env count and steps: the frames/s ratio is the inverse ratio of the times.
+    for (size_t k = 0; k < backends.size(); ++k)
+      out[k].round_ratios.push_back(round_seconds[baseline[k]] / round_seconds[k]);
   }
   for (auto& r : out) {
     r.frames_per_sec = (double)r.env_frames / r.seconds;
     r.frames_per_cpu_second = r.cpu_seconds > 0 ? (double)r.env_frames / r.cpu_seconds : 0;
+    std::vector<double> sorted = r.round_ratios;
+    std::sort(sorted.begin(), sorted.end());
+    const size_t m = sorted.size();
+    r.median_round_ratio = m % 2 ? sorted[m / 2] : 0.5 * (sorted[m / 2 - 1] + sorted[m / 2]);
   }
-  for (auto& r : out) r.ratio_to_first = r.frames_per_sec / out[0].frames_per_sec;
+  for (size_t k = 0; k < out.size(); ++k)
+    out[k].ratio_to_first = out[k].frames_per_sec / out[baseline[k]].frames_per_sec;
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "gbx/runtime/cpu_backend.h"
 
+#include <time.h>
+
 #include <chrono>
 #include <thread>
 
@@ -7,6 +9,17 @@
 #include "gbx/runtime/save_state.h"
 
 namespace gbx {
+namespace {
+
+// CPU time of the calling thread: a load timed on a shared machine also says how much of its
+// wall time was work.
+double thread_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const BackendConfig& cfg) {
   const int obs_dim = 32;
@@ -27,8 +40,12 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const Bac
       cfg.threads > 0 ? cfg.threads : (int)std::max(1u, std::thread::hardware_concurrency());
   b->pool_ = std::make_unique<WorkerPool>(std::min(b->threads_, cfg.num_envs));
 
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  const double cpu0 = thread_cpu_ms();
   auto bundle = TemplateBundle::load(TemplateBundle::default_root());
   if (!bundle) return bundle.take_error();
+  b->template_load_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   SynthParams p = synth_params_for(cfg, Device::Cpu, obs_dim);
   if (cfg.specialize_auto_frames > 0) {
     if (cfg.specialize || cfg.memory_model != MemoryModel::Dmg || cfg.run_mode != RunMode::Frames)
@@ -46,6 +63,8 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const Bac
   if (!b->read_memory_)
     return make_error(ErrorKind::Template,
                       "templates/manifest.json names no read_memory entry point");
+  b->kernel_load_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  b->kernel_load_cpu_ms_ = thread_cpu_ms() - cpu0;
   b->state_ = EnvState(cfg.num_envs, cfg.memory_model, &b->rom_, cfg.layout);
   b->state_.set_memory_reader(b->read_memory_);
   b->out_.assign(output_layout(cfg, cfg.num_envs, b->sections_), 0);

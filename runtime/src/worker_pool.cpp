@@ -1,8 +1,13 @@
 #include "gbx/runtime/worker_pool.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 namespace gbx {
 namespace {
@@ -45,15 +50,30 @@ bool spin_until(Done done) {
   }
 }
 
+int64_t wall_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 }  // namespace
 
 WorkerPool::WorkerPool(int threads) {
   const int t = std::max(1, threads);
+  const char* env = std::getenv("GBX_POOL_STATS");
+  timing_ = env && *env && std::string(env) != "0";
   shares_.reset(new Share[(size_t)t]);
   for (int i = 1; i < t; ++i) workers_.emplace_back([this, i] { worker_main(i); });
 }
 
 WorkerPool::~WorkerPool() {
+  if (timing_) print_stats();
   job_.fetch_or(kStop);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -74,8 +94,21 @@ void WorkerPool::run(int64_t n, const RangeFn& fn, int64_t grain) {
 
   const int t = threads();
   if (t == 1) {
-    if (grain <= 0) return fn(0, n);
-    for (int64_t b = 0; b < n; b += grain) fn(b, std::min(n, b + grain));
+    ParticipantStats& st = shares_[0].stats;
+    const int64_t w0 = timing_ ? wall_ns() : 0, c0 = timing_ ? thread_cpu_ns() : 0;
+    if (grain <= 0) {
+      fn(0, n);
+      st.chunks += 1;
+    } else {
+      for (int64_t b = 0; b < n; b += grain) fn(b, std::min(n, b + grain));
+      st.chunks += (n + grain - 1) / grain;
+    }
+    if (timing_) {
+      st.runs += 1;
+      st.items += n;
+      st.busy_ns += wall_ns() - w0;
+      st.cpu_ns += thread_cpu_ns() - c0;
+    }
     return;
   }
   grain_ = grain > 0 ? grain : std::max<int64_t>(1, n / ((int64_t)t * 32));
@@ -85,6 +118,7 @@ void WorkerPool::run(int64_t n, const RangeFn& fn, int64_t grain) {
   fn_ = &fn;
   failed_.store(false, std::memory_order_relaxed);
   error_ = nullptr;
+  if (timing_) run_start_ns_ = wall_ns();
 
   // Opening the next generation publishes the shares and fn_ (seq_cst store: see worker_main
   // for why the sleepers check after it cannot miss a worker going to sleep).
@@ -95,7 +129,9 @@ void WorkerPool::run(int64_t n, const RangeFn& fn, int64_t grain) {
   }
   participate(0);
   job_.fetch_or(kClosed);
+  const int64_t wait0 = timing_ ? wall_ns() : 0;
   wait_for_workers();
+  if (timing_) shares_[0].stats.wait_ns += wall_ns() - wait0;
   fn_ = nullptr;
   if (error_) std::rethrow_exception(error_);
 }
@@ -143,9 +179,18 @@ bool WorkerPool::steal(int self, int64_t* b, int64_t* e) {
 }
 
 void WorkerPool::participate(int self) {
+  ParticipantStats& st = shares_[self].stats;
+  const int64_t c0 = timing_ ? thread_cpu_ns() : 0;
+  if (timing_ && self != 0) st.enter_ns += wall_ns() - run_start_ns_;
   int64_t b = 0, e = 0;
-  while (!failed_.load(std::memory_order_relaxed) &&
-         (claim_own(self, &b, &e) || steal(self, &b, &e))) {
+  for (;;) {
+    if (failed_.load(std::memory_order_relaxed)) break;
+    bool stolen = false;
+    if (!claim_own(self, &b, &e)) {
+      if (!steal(self, &b, &e)) break;
+      stolen = true;
+    }
+    const int64_t w0 = timing_ ? wall_ns() : 0;
     try {
       (*fn_)(b, e);
     } catch (...) {
@@ -153,6 +198,16 @@ void WorkerPool::participate(int self) {
       if (!error_) error_ = std::current_exception();
       failed_.store(true, std::memory_order_relaxed);
     }
+    if (timing_) {
+      st.busy_ns += wall_ns() - w0;
+      st.chunks += 1;
+      st.stolen += stolen;
+      st.items += e - b;
+    }
+  }
+  if (timing_) {
+    st.runs += 1;
+    st.cpu_ns += thread_cpu_ns() - c0;
   }
 }
 
@@ -199,6 +254,29 @@ void WorkerPool::wait_for_workers() {
     done_.wait(lock, all_out);
   }
   caller_sleeping_.store(false);
+}
+
+std::vector<WorkerPool::ParticipantStats> WorkerPool::stats() const {
+  std::vector<ParticipantStats> out;
+  if (timing_)
+    for (int i = 0; i < threads(); ++i) out.push_back(shares_[i].stats);
+  return out;
+}
+
+void WorkerPool::print_stats() const {
+  const std::vector<ParticipantStats> all = stats();
+  std::fprintf(stderr, "pool stats: %d threads, %lld runs\n", threads(), (long long)all[0].runs);
+  for (size_t i = 0; i < all.size(); ++i) {
+    const ParticipantStats& s = all[i];
+    const double runs = (double)std::max<int64_t>(1, s.runs);
+    std::fprintf(stderr,
+                 "  thread %zu: %lld runs, %lld items, %lld chunks (%lld stolen), busy %.3f ms, "
+                 "cpu %.3f ms, busy/cpu %.3f, per run: enter %.1f us, wait %.1f us\n",
+                 i, (long long)s.runs, (long long)s.items, (long long)s.chunks, (long long)s.stolen,
+                 s.busy_ns * 1e-6, s.cpu_ns * 1e-6,
+                 s.cpu_ns > 0 ? (double)s.busy_ns / (double)s.cpu_ns : 0.0,
+                 s.enter_ns * 1e-3 / runs, s.wait_ns * 1e-3 / runs);
+  }
 }
 
 }  // namespace gbx

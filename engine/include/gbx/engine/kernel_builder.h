@@ -22,6 +22,11 @@ struct KernelBuild {
   double generate_ms = 0;
   double compile_ms = 0;  // 0 on a cache hit
   double load_ms = 0;     // cache read + JIT load (CPU)
+  // The parts of a load (CPU): the stage hash of the generated source, the cache lookup (its
+  // integrity check included), and reading module.o + JIT link + symbol lookup.
+  double key_ms = 0;
+  double lookup_ms = 0;
+  double jit_ms = 0;
   CacheEntry entry;
   std::vector<std::string> warnings;
 };

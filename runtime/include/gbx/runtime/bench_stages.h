@@ -26,6 +26,9 @@ struct InterleavedBenchOptions {
   std::string backend = "cpu";
   std::string rom = "builtin:PPU_BENCH";
   int envs = 64;
+  // More env counts to time in the same rounds (each variant at each count; ratios are to the
+  // first variant at the same count). Empty: only `envs`.
+  std::vector<int> env_counts;
   int frames_per_step = 24;
   int threads = 0;
   int rounds = 10;
@@ -38,11 +41,16 @@ struct InterleavedBenchOptions {
 
 struct VariantResult {
   std::string label;
+  int envs = 0;
   std::string kernel_key;
   double seconds = 0;
   long long env_frames = 0;
   double frames_per_sec = 0;
   double ratio_to_first = 0;  // frames/s over the first variant's
+  // The same ratio per round (the first variant's frames/s in that round), and its median:
+  // a round that a burst of load on the shared machine hit moves the median less.
+  std::vector<double> round_ratios;
+  double median_round_ratio = 0;
   // Process CPU time (all threads, user + system) spent in this variant's timed steps, and
   // frames per CPU second: what threads cost in spinning and waiting, which wall time on a
   // shared machine cannot show.

@@ -55,6 +55,12 @@ class CpuBackend : public Backend {
 
   EnvState& state() { return state_; }
   const KernelBuild& kernel_build() const { return kernel_.build; }
+  // Wall time create() spent getting its kernel: loading the templates, generating the source,
+  // its key, the cache lookup and (on a miss) the compile, the JIT load; kernel_build() has
+  // the parts.
+  double kernel_load_ms() const { return kernel_load_ms_; }
+  double kernel_load_cpu_ms() const { return kernel_load_cpu_ms_; }  // the same, CPU time
+  double template_load_ms() const { return template_load_ms_; }
   int threads() const { return threads_; }
   // Profiling kernels (BackendConfig::profile): instructions executed per ROM offset so far.
   const std::vector<uint32_t>& profile_counts() const { return profile_counts_; }
@@ -91,6 +97,9 @@ class CpuBackend : public Backend {
   std::string auto_status_ = "off";
   std::vector<int32_t> release_;  // release_after_frames for every env
   int threads_ = 1;
+  double kernel_load_ms_ = 0;
+  double kernel_load_cpu_ms_ = 0;
+  double template_load_ms_ = 0;
   std::unique_ptr<WorkerPool> pool_;  // min(threads_, envs) participants, the caller included
 };
 

@@ -45,11 +45,31 @@ class WorkerPool {
   // threads at once, or from inside fn, throws std::logic_error.
   void run(int64_t n, const RangeFn& fn, int64_t grain = 0);
 
+  // Per-participant timing, recorded only when the environment variable GBX_POOL_STATS is set
+  // when the pool is made (then the pool prints them to stderr when it goes): enough to tell
+  // an uneven split, time lost handing a run over or waiting at its end, and a thread that was
+  // descheduled (wall time in chunks above its CPU time) apart.
+  struct ParticipantStats {
+    int64_t runs = 0;      // runs this participant took part in
+    int64_t chunks = 0;    // chunks run, stolen ones included
+    int64_t stolen = 0;    // chunks taken from another participant's range
+    int64_t items = 0;     // indices run
+    int64_t busy_ns = 0;   // wall time inside fn
+    int64_t cpu_ns = 0;    // thread CPU time while taking part (fn and claiming)
+    int64_t enter_ns = 0;  // workers: from a run's start to taking part in it
+    int64_t wait_ns = 0;   // the caller: from its last chunk to every worker's leaving
+  };
+  bool timing() const { return timing_; }
+  std::vector<ParticipantStats> stats() const;  // empty unless timing()
+
  private:
   // One participant's share: [front, back) packed into one word so that the owner (taking
   // from the front) and thieves (taking from the back) claim with one compare-and-swap.
   struct alignas(64) Share {
     std::atomic<uint64_t> bounds{0};
+    // Written by its participant only, read when no run is going; on its own cache line so
+    // that timing does not slow the thieves reading `bounds`.
+    alignas(64) ParticipantStats stats;
   };
 
   bool claim_own(int self, int64_t* b, int64_t* e);
@@ -57,11 +77,14 @@ class WorkerPool {
   void participate(int self);
   void worker_main(int self);
   void wait_for_workers();
+  void print_stats() const;
 
   std::vector<std::thread> workers_;
   std::unique_ptr<Share[]> shares_;
   const RangeFn* fn_ = nullptr;
   int64_t grain_ = 1;
+  bool timing_ = false;
+  int64_t run_start_ns_ = 0;  // timing: when the current run was opened
 
   // The current job: generation (high 32 bits), CLOSED and STOP flags, and the number of
   // workers inside it (low bits). Workers enter only an open job of the generation they woke

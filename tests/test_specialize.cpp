@@ -225,6 +225,28 @@ TEST_CASE("the specialized source names ROM, bank:address, disassembly and famil
   CHECK(s.find("// 00:0157  18 FB     JR $0154") != std::string::npos);
   CHECK(s.find("#line 3 \"templates/sm83/family/inc_r.tmpl\"") != std::string::npos);
   CHECK(s.find(plan.value()->rom_sha256) != std::string::npos);
+  {
+    // Chains, with every executed block in the plan: the entry's JP goes on into 0x0150, that
+    // block falls into the loop at 0x0154, and the loop goes round to itself.
+    SpecLimits all;
+    all.coverage = 1.0;
+    auto full = spec_plan_for(rom.value(), prof.value(), all);
+    REQUIRE(full.ok());
+    SynthParams fp;
+    fp.specialize = full.value();
+    auto fsrc = generate(bundle.value(), fp);
+    REQUIRE(fsrc.ok());
+    auto count = [&](const std::string& what) {
+      size_t n = 0;
+      for (size_t at = fsrc.value().source.find(what); at != std::string::npos;
+           at = fsrc.value().source.find(what, at + 1))
+        ++n;
+      return n;
+    };
+    CHECK(count("if (cpu.pc == 0x0150 && bus.cycles + ") == 1);
+    CHECK(count("if (cpu.pc == 0x0154 && bus.cycles + ") == 2);
+    CHECK(count("GBX_NOINLINE u32 spec_fn_") == 1);  // all three blocks in one function
+  }
   CHECK(sp.canonical().find("specialize=" + plan.value()->rom_sha256.substr(0, 16)) !=
         std::string::npos);
   // Instruction-budget kernels are not specialized.

@@ -203,7 +203,7 @@ void register_bench(CLI::App& app, Commands& cmds) {
                 "cuda threads per block, a multiple of 32 (0 = chosen from the device)")
       ->capture_default_str();
   c->add_option("--specialize", b.specialize,
-                "cpu: off | profile:FILE | auto[:N] (ROM-specialized kernel)")
+                "cpu, cuda: off | profile:FILE | auto[:N] (ROM-specialized kernel)")
       ->capture_default_str();
   c->add_option("--label", b.label, "sweep name in reports (default: backend, -tN with --threads)");
   c->add_option("--actions", b.actions,

@@ -346,7 +346,7 @@ void register_run(CLI::App& app, Commands& cmds) {
   r->add_option("--load-state", run.load_state, "save state every env starts from");
   r->add_option("--save-state", run.save_state, "write env --env's state here at the end");
   r->add_option("--specialize", run.specialize,
-                "cpu: off | profile:FILE (gbx-synth profile) | auto[:N] (profile N frames, "
+                "cpu, cuda: off | profile:FILE (gbx-synth profile) | auto[:N] (profile N frames, "
                 "compile in the background, swap in)")
       ->capture_default_str();
   cmds.emplace_back(r, [] { return cmd_run(run); });

@@ -4,12 +4,14 @@
 #include "gbx/runtime/cuda_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <utility>
 
+#include "gbx/engine/specialize.h"
 #include "gbx/runtime/save_state.h"
 #include "gbx/runtime/state_fields.h"
 
@@ -134,6 +136,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
   auto drv = CudaDriver::get();
   if (!drv) return drv.take_error();
   if (cfg.frames_per_step < 1) return make_error(ErrorKind::Usage, "--frames must be at least 1");
+  if (Status st = check_specialize(rom, cfg); !st) return st.take_error();
   // Reset states (set_reset_state) are decoded in a host EnvState of the same size.
   if (Status st = check_env_count(cfg.num_envs, cfg.memory_model, rom.header.ram_size); !st)
     return st.take_error();
@@ -153,7 +156,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
   if (!bundle) return bundle.take_error();
   // Templates are read at run time; a state ABI other than the one this binary's buffers and
   // GbxParams follow would corrupt device memory. Checked before the (slow) compile.
-  const SynthParams p = synth_params_for(cfg, Device::Cuda, kObsDim);
+  const SynthParams p = first_tier_params(cfg);
   KernelCache cache;
   auto k = build_cuda_kernel_for_device(*bundle, p, cache, c.sm());
   if (!k) return k.take_error();
@@ -227,6 +230,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
         !st)
       return st.take_error();
   }
+  if (cfg.specialize_auto_frames > 0)
+    if (Status st = b->start_profiling(); !st) return st.take_error();
   if (Status st = b->set_reset_state({}); !st) return st.take_error();
   if (Status st = b->reset(0); !st) return st.take_error();
   if (Status st = b->warm_up(); !st) return st.take_error();
@@ -266,6 +271,7 @@ GbxParams CudaBackend::params(const int* actions, int num_envs) const {
   p.gather_addrs =
       gather_addrs_buf_.size() ? gather_addrs_buf_.as<const unsigned short>() : nullptr;
   p.gather_count = (int)cfg_.gather_addrs.size();
+  p.profile_counts = profiling_ ? profile_buf_.as<unsigned>() : nullptr;
   return p;
 }
 
@@ -552,7 +558,9 @@ Status CudaBackend::step(const std::vector<int32_t>& actions) {
   }
   GbxParams p = params(dev_actions, n);
   void* args[] = {&p};  // cuLaunchKernel copies the parameter block at the call
-  return launch_kernel(ctx_->driver(), loaded_->function, shape_, args, stream_.get());
+  Status st = launch_kernel(ctx_->driver(), loaded_->function, shape_, args, stream_.get());
+  if (st && cfg_.specialize_auto_frames > 0) tier_after_step();
+  return st;
 }
 
 Status CudaBackend::sync() {
@@ -768,6 +776,106 @@ Result<std::string> CudaBackend::serial_output(int env) {
     if (Status st = stream_.synchronize(); !st) return st.take_error();
   }
   return out;
+}
+
+// ---- ROM specialization ---------------------------------------------------------------------
+// The cuda side of design.md section 10, from the same generated source as the cpu backend's
+// (NVRTC instead of clang). cfg.specialize: the specialized kernel from the start. auto: the
+// profiling interpreter (a cached kernel of its own) counts instructions per ROM offset on the
+// device for the first N frames; the counts come back in one copy and the plan is made on the
+// host; then a background thread compiles (NVRTC) and loads the specialized kernel while steps
+// go on with the profiling kernel, counting off. The first step that finds it ready swaps the
+// function for the next launch: launches are ordered on one stream and the state ABI is the
+// same, so nothing is copied and no step waits for the compile.
+
+Status CudaBackend::check_specialize(const Rom& rom, const BackendConfig& cfg) {
+  if (cfg.specialize && cfg.specialize->rom != rom.bytes)
+    return make_error(ErrorKind::Usage, "the specialized kernel was made for another ROM (sha256 " +
+                                            cfg.specialize->rom_sha256.substr(0, 16) + ")");
+  if (cfg.specialize_auto_frames > 0 &&
+      (cfg.specialize || cfg.memory_model != MemoryModel::Dmg || cfg.run_mode != RunMode::Frames))
+    return make_error(ErrorKind::Usage,
+                      "specialize auto needs no other plan, memory model dmg, run mode frames");
+  return ok_status();
+}
+
+SynthParams CudaBackend::first_tier_params(const BackendConfig& cfg) {
+  SynthParams p = synth_params_for(cfg, Device::Cuda, kObsDim);
+  if (cfg.specialize_auto_frames > 0) p.profile = true;
+  return p;
+}
+
+Status CudaBackend::start_profiling() {
+  const size_t bytes = rom_.bytes.size() * sizeof(uint32_t);
+  auto buf = DeviceBuffer::alloc(*ctx_, bytes);
+  if (!buf) {
+    Error e = buf.take_error();
+    e.message = "allocating " + std::to_string(bytes) +
+                " bytes of device memory for the profile counters: " + e.message;
+    return e;
+  }
+  profile_buf_ = std::move(*buf);
+  if (Status st = profile_buf_.fill(0, stream_.get()); !st) return st;
+  profiling_ = true;
+  tier_status_ = "profiling";
+  return ok_status();
+}
+
+void CudaBackend::tier_after_step() {
+  if (tier_status_ == "profiling") {
+    tier_frames_ += cfg_.frames_per_step;
+    if (tier_frames_ < cfg_.specialize_auto_frames) return;
+    // The one read of the counters: ordered after the step just enqueued.
+    std::vector<uint32_t> counts(rom_.bytes.size());
+    Status st =
+        profile_buf_.download(counts.data(), counts.size() * sizeof(uint32_t), 0, stream_.get());
+    if (st) st = stream_.synchronize();
+    profiling_ = false;  // later launches get no counters; the ones that had them are done
+    profile_buf_ = DeviceBuffer();
+    if (!st) {
+      tier_status_ = "failed: " + st.error().message;
+      return;
+    }
+    auto bundle = TemplateBundle::load(TemplateBundle::default_root());
+    if (!bundle) {
+      tier_status_ = "failed: " + bundle.error().message;
+      return;
+    }
+    const SpecProfile prof =
+        spec_profile_from_counts(bundle->opcodes(), rom_.bytes, counts, tier_frames_);
+    auto plan = make_spec_plan(bundle->opcodes(), rom_.bytes, prof);
+    if (!plan) {
+      tier_status_ = "failed: " + plan.error().message;
+      return;
+    }
+    SynthParams p = synth_params_for(cfg_, Device::Cuda, kObsDim);
+    p.specialize = std::move(*plan);
+    tier_status_ = "compiling";
+    tier_compile_ = std::async(std::launch::async,
+                               [b = std::move(*bundle), p, ctx = ctx_]() -> Result<TierKernel> {
+                                 KernelCache cache;
+                                 auto k = build_cuda_kernel_for_device(b, p, cache, ctx->sm());
+                                 if (!k) return k.take_error();
+                                 // Loaded here too (the driver's context is per thread): the step
+                                 // thread only swaps.
+                                 if (Status st = ctx->make_current(); !st) return st.take_error();
+                                 auto loaded = shared_kernel(*ctx, *k);
+                                 if (!loaded) return loaded.take_error();
+                                 return TierKernel{std::move(*k), std::move(*loaded)};
+                               });
+    return;
+  }
+  if (tier_status_ == "compiling" &&
+      tier_compile_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    Result<TierKernel> k = tier_compile_.get();
+    if (!k) {
+      tier_status_ = "failed: " + k.error().message;
+      return;
+    }
+    kernel_ = std::move(k->kernel);
+    loaded_ = std::move(k->loaded);
+    tier_status_ = "specialized";
+  }
 }
 
 }  // namespace gbx

@@ -269,6 +269,10 @@ const char* kCudaOnCpuShim = R"(// GBX CUDA double: CUDA keywords for the host c
 #define __host__
 #define __forceinline__ __attribute__((always_inline)) inline
 #define __noinline__ __attribute__((noinline))
+// Profiling kernels count with it; threads run one after another, relaxed is enough.
+static inline unsigned atomicAdd(unsigned* p, unsigned v) {
+  return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
 struct GbxDoubleDim3 { unsigned x, y, z; };
 static GbxDoubleDim3 threadIdx, blockIdx, blockDim, gridDim;
 )";
@@ -640,10 +644,16 @@ CUresult compile_for_host(const gbx::CacheEntry& entry, const std::string& sha, 
   return CUDA_SUCCESS;
 }
 
+// The host compile (seconds) runs outside the driver lock: a module loaded on one thread (a
+// background tier-up, runtime/src/cuda_backend.cpp) must not stall another thread's launches,
+// as it does not on a GPU. Only the checks and the module list are under the lock.
 CUresult load_module(CUmodule* out, const void* image) {
-  NEED_CONTEXT();
-  if (!out || !image) return CUDA_ERROR_INVALID_VALUE;
-  if (injection().hit("load", true)) return CUDA_ERROR_INVALID_IMAGE;
+  {
+    std::lock_guard<std::recursive_mutex> lock(st().mu);
+    NEED_CONTEXT();
+    if (!out || !image) return CUDA_ERROR_INVALID_VALUE;
+    if (injection().hit("load", true)) return CUDA_ERROR_INVALID_IMAGE;
+  }
   const std::string bytes = image_bytes(image);
   const std::string sha = gbx::sha256_hex(bytes);
   gbx::KernelCache cache;
@@ -657,6 +667,7 @@ CUresult load_module(CUmodule* out, const void* image) {
     auto m = std::make_unique<Module>();
     m->image_sha256 = sha;
     if (CUresult r = compile_for_host(e, sha, *m); r != CUDA_SUCCESS) return r;
+    std::lock_guard<std::recursive_mutex> lock(st().mu);
     *out = reinterpret_cast<CUmodule>(m.get());
     st().modules.push_back(std::move(m));
     return CUDA_SUCCESS;
@@ -805,12 +816,12 @@ CUresult d_cuCtxSynchronize() {
 }
 
 CUresult d_cuModuleLoadData(CUmodule* m, const void* image) {
-  LOCK();
+  // load_module takes the lock itself (not during the host compile).
   return load_module(m, image);
 }
 
 CUresult d_cuModuleLoadDataEx(CUmodule* m, const void* image, unsigned, CUjit_option*, void**) {
-  LOCK();
+  // load_module takes the lock itself (not during the host compile).
   return load_module(m, image);
 }
 

@@ -64,7 +64,7 @@ struct BackendConfig {
   bool profile = false;
   // cpu/cuda: a ROM-specialized kernel for this plan (its ROM must be the backend's ROM).
   std::shared_ptr<const SpecPlan> specialize;
-  // cpu: specialize automatically: profile this many frames on the profiling interpreter,
+  // cpu/cuda: specialize automatically: profile this many frames on the profiling interpreter,
   // then compile the specialized kernel in the background and swap it in between steps once
   // it is ready (0: off). Steps never wait for that compile.
   int specialize_auto_frames = 0;

@@ -10,6 +10,7 @@
 // slice. Bulk host reads (outputs(), cpu_states()) are one async copy each into page-locked
 // memory, made only when asked for. step() only enqueues; sync() waits. Everything runs on one
 // stream, in order.
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -73,6 +74,9 @@ class CudaBackend : public Backend {
   const CudaDeviceKernel& kernel() const { return kernel_; }
   LaunchShape launch_shape() const { return shape_; }
   const std::vector<std::string>& warnings() const { return kernel_.build.build.warnings; }
+  // ROM specialization (design.md section 10). cfg.specialize_auto_frames: "profiling",
+  // "compiling", "specialized" (or "failed: ..."), as on the cpu backend; otherwise "off".
+  std::string specialize_status() const { return tier_status_; }
 
  private:
   CudaBackend() = default;
@@ -139,6 +143,26 @@ class CudaBackend : public Backend {
   LaunchShape shape_;
   // One env, host side: the staging copy of reads, saves and loads (EnvState::peek reads it).
   EnvState probe_;
+
+  // ---- ROM specialization (cuda_backend.cpp, "ROM specialization") ------------------------
+  // The plan is for this ROM; auto needs dmg, frames and no plan of its own.
+  static Status check_specialize(const Rom& rom, const BackendConfig& cfg);
+  // The first kernel's synthesis: the profiling interpreter under auto.
+  static SynthParams first_tier_params(const BackendConfig& cfg);
+  // auto: the per-ROM-offset counters on the device, zeroed; the kernel counts into them.
+  Status start_profiling();
+  // After each step: profile -> background compile + load -> swap, never waiting on it.
+  void tier_after_step();
+  struct TierKernel {
+    CudaDeviceKernel kernel;
+    std::shared_ptr<CudaLoadedKernel> loaded;
+  };
+  DeviceBuffer profile_buf_;  // u32 per ROM byte while profiling (params().profile_counts)
+  bool profiling_ = false;
+  int64_t tier_frames_ = 0;
+  std::string tier_status_ = "off";
+  // Last member, so destroyed first: a compile still running finishes before the rest goes.
+  std::future<Result<TierKernel>> tier_compile_;
 };
 
 }  // namespace gbx

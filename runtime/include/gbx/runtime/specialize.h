@@ -32,7 +32,7 @@ Result<std::shared_ptr<const SpecPlan>> spec_plan_for(const Rom& rom, const Spec
 
 // The tools' --specialize option into cfg: "off"; "profile:FILE" (the kernel for that profile's
 // hot set); "auto" or "auto:N" (profile the first N frames, default 60, then compile in the
-// background and swap in between steps; cpu backend).
+// background and swap in between steps; cpu and cuda backends).
 Status apply_specialize_option(const std::string& spec, const Rom& rom, BackendConfig& cfg);
 
 }  // namespace gbx

@@ -1,0 +1,202 @@
+// ROM-specialized kernels on the cuda backend (design.md section 10, issue [G].4 "same for
+// cuda"): the specialized kernel NVRTC builds from the same generated source ends every env
+// byte-identical (save states: registers, counters, memory, framebuffer) to the plain cpu
+// interpreter, with random actions, on built-in ROMs (all of them with
+// GBX_TEST_CUDA_SPECIALIZE_ALL=1); `auto` profiles on the device,
+// compiles in the background and swaps in between steps. Device-only like test_cuda_backend
+// (CTest also runs it on the CUDA driver double, test_cuda_specialize_on_double); without a
+// device it prints "[skipped]".
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "failure_counter.h"
+#include "gbx/engine/cuda_driver.h"
+#include "gbx/runtime/backend.h"
+#include "gbx/runtime/cuda_backend.h"
+#include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/specialize.h"
+
+using namespace gbx;
+
+namespace {
+
+using test::g_failed_asserts;
+
+bool have_device() {
+  auto drv = CudaDriver::get();
+  if (drv.ok()) return true;
+  // On the double a skip would hide a failure: it must load.
+  if (std::getenv("GBX_TEST_CUDA_DOUBLE_DIR"))
+    FAIL("the CUDA double did not load: ", drv.error().message);
+  static bool said = false;
+  if (!said) {
+    said = true;
+    if (g_failed_asserts == 0)
+      MESSAGE("[skipped] ", drv.error().message);
+    else
+      MESSAGE("no device (", drv.error().message, ") and earlier cases failed");
+  }
+  return false;
+}
+
+BackendConfig config(int envs) {
+  BackendConfig cfg;
+  cfg.num_envs = envs;
+  cfg.stage = Stage::FullStep;
+  cfg.render = true;  // the framebuffer is part of the compared save states
+  cfg.threads = 1;
+  return cfg;
+}
+
+std::unique_ptr<Backend> make(const std::string& name, const Rom& rom, const BackendConfig& cfg) {
+  auto b = make_backend(name, rom, cfg);
+  REQUIRE_MESSAGE(b.ok(), name, ": ", (b.ok() ? "" : b.error().message + "\n" + b.error().detail));
+  return std::move(b.value());
+}
+
+// A random button byte for a quarter of the env-steps, none for the rest (as test_specialize).
+void random_actions(std::mt19937_64& rng, std::vector<int32_t>& actions) {
+  for (auto& x : actions) x = (int32_t)(rng() % 4 == 0 ? rng() & 0xFF : 0);
+}
+
+void check_same_envs(Backend& ref, Backend& dut) {
+  REQUIRE(dut.sync().ok());
+  for (int env = 0; env < dut.num_envs(); ++env) {
+    CAPTURE(env);
+    auto a = ref.save_state(env);
+    auto b = dut.save_state(env);
+    REQUIRE(a.ok());
+    REQUIRE_MESSAGE(b.ok(), (b.ok() ? "" : b.error().message));
+    CHECK(a.value() == b.value());
+    const CpuState sa = ref.get_cpu_state(env).value();
+    const CpuState sb = dut.get_cpu_state(env).value();
+    CHECK(sa.pc == sb.pc);
+    CHECK(sa.cycle_count == sb.cycle_count);
+    CHECK(sa.instr_count == sb.instr_count);
+  }
+}
+
+}  // namespace
+
+// Each ROM is a specialized kernel of its own: one NVRTC compile (about a minute of CPU on
+// 2 cores, mostly ptxas) plus, on the double, one host compile. By default the ROMs whose
+// features reach the specialized paths most (banked code, timer interrupts, OAM DMA from HRAM
+// with the renderer on); GBX_TEST_CUDA_SPECIALIZE_ALL=1 takes every built-in ROM (about 20
+// minutes on the double here; the cpu twin in test_specialize always takes them all).
+bool take_rom(const std::string& name) {
+  const char* all = std::getenv("GBX_TEST_CUDA_SPECIALIZE_ALL");
+  if (all && std::string(all) == "1") return true;
+  return name == "MBC1_BANKS" || name == "IRQ_TIMER" || name == "PPU_BENCH";
+}
+
+TEST_CASE("specialized cuda kernels end identically to the cpu interpreter on built-in ROMs") {
+  if (!have_device()) return;
+  const int envs = 3;
+  int n = 0;
+  for (const BuiltinRom& br : builtin_roms()) {
+    if (!take_rom(br.name)) continue;
+    CAPTURE(br.name);
+    auto rom = load_rom("builtin:" + br.name);
+    REQUIRE(rom.ok());
+    ProfileRunOptions po;
+    po.frames = 30;
+    po.seed = 11 + (uint64_t)n;
+    auto prof = profile_rom(*rom, po);
+    REQUIRE_MESSAGE(prof.ok(), (prof.ok() ? "" : prof.error().message));
+    auto plan = spec_plan_for(*rom, *prof);
+    REQUIRE(plan.ok());
+    BackendConfig cfg = config(envs);
+    auto ref = make("cpu", *rom, cfg);
+    cfg.specialize = *plan;
+    auto dut = make("cuda", *rom, cfg);
+    // The cuda kernel is the specialized one: its source carries the hot set.
+    CHECK(static_cast<CudaBackend&>(*dut).kernel().build.build.source.source.find(
+              "hot set " + (*plan)->profile_hash.substr(0, 16)) != std::string::npos);
+    std::mt19937_64 rng(3 + (uint64_t)n);
+    std::vector<int32_t> actions(envs);
+    const int frames = std::max(20, br.frames_to_finish + 4);
+    for (int f = 0; f < frames; ++f) {
+      random_actions(rng, actions);
+      REQUIRE(ref->step(actions).ok());
+      REQUIRE(dut->step(actions).ok());  // asynchronous: no sync between steps
+    }
+    check_same_envs(*ref, *dut);
+    if (!br.expected_serial.empty())
+      CHECK(dut->serial_output(envs - 1).value() == br.expected_serial);
+    ++n;
+  }
+  CHECK(n >= 3);
+}
+
+TEST_CASE("auto on cuda: device profile, background compile, swap between steps, exact") {
+  // As test_specialize's cpu case: after the step that starts the compile, steps keep
+  // returning while it is "compiling" (a step that waited would find it done), and after
+  // the swap every env ends exactly where the plain interpreter does.
+  if (!have_device()) return;
+  auto rom = load_rom("builtin:ARROWS");
+  REQUIRE(rom.ok());
+  const int envs = 2;
+  BackendConfig cfg = config(envs);
+  auto ref = make("cpu", *rom, cfg);
+  cfg.specialize_auto_frames = 8;
+  auto made = CudaBackend::create(*rom, cfg);
+  REQUIRE_MESSAGE(made.ok(), (made.ok() ? "" : made.error().message));
+  CudaBackend& dut = **made;
+  CHECK(dut.specialize_status() == "profiling");
+  CHECK(dut.kernel().build.build.source.params.profile);
+  const std::string profiling_key = dut.kernel_key();
+  std::mt19937_64 rng(7);
+  std::vector<int32_t> actions(envs);
+  int steps_while_compiling = 0;
+  int frames = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(15);
+  while (dut.specialize_status() != "specialized" || frames < 60) {
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    random_actions(rng, actions);
+    REQUIRE(ref->step(actions).ok());
+    REQUIRE(dut.step(actions).ok());
+    ++frames;
+    const std::string st = dut.specialize_status();
+    REQUIRE_MESSAGE(st.rfind("failed", 0) != 0, st);
+    if (st == "profiling") CHECK(frames < 8);
+    if (st == "compiling") ++steps_while_compiling;
+  }
+  CHECK(steps_while_compiling >= 1);
+  // The swapped-in kernel: specialized, without the profile counter.
+  CHECK(dut.kernel_key() != profiling_key);
+  const SynthParams& p = dut.kernel().build.build.source.params;
+  CHECK_FALSE(p.profile);
+  REQUIRE(p.specialize);
+  CHECK(p.specialize->rom == rom->bytes);
+  CHECK_FALSE(p.specialize->blocks.empty());
+  check_same_envs(*ref, dut);
+}
+
+TEST_CASE("a plan for another ROM, or auto with a plan, is refused before any compile") {
+  if (!have_device()) return;
+  auto alu = load_rom("builtin:ALU_LOOP");
+  auto mem = load_rom("builtin:MEM_RWB");
+  REQUIRE(alu.ok());
+  REQUIRE(mem.ok());
+  ProfileRunOptions po;
+  po.frames = 2;
+  auto prof = profile_rom(*alu, po);
+  REQUIRE(prof.ok());
+  auto plan = spec_plan_for(*alu, *prof);
+  REQUIRE(plan.ok());
+  BackendConfig cfg = config(1);
+  cfg.specialize = *plan;
+  auto other = make_backend("cuda", *mem, cfg);
+  REQUIRE_FALSE(other.ok());
+  CHECK(other.error().kind == ErrorKind::Usage);
+  CHECK(other.error().message.find("another ROM") != std::string::npos);
+  cfg.specialize_auto_frames = 4;
+  auto both = make_backend("cuda", *alu, cfg);
+  REQUIRE_FALSE(both.ok());
+  CHECK(both.error().kind == ErrorKind::Usage);
+}

@@ -38,7 +38,7 @@ fi
 step "suite without the CUDA toolkit"
 # The suites on the CUDA driver double compile kernels with NVRTC: they run in step 3.
 (cd "$build" && "$without_toolkit" ctest --output-on-failure -j 2 --timeout 1500 \
-  -E '^test_cuda_(backend_on_double|double)$')
+  -E '^test_cuda_(backend_on_double(_roms)?|double)$')
 step "demo without the CUDA toolkit"
 "$without_toolkit" "$root/scripts/demo.sh" >/dev/null
 
@@ -69,8 +69,9 @@ fi
 # The cuda backend's host code, end to end on the CUDA driver double (tests/cuda_double): it
 # compiles kernels with NVRTC, the toolkit's where there is one, else the wheel's.
 step "suites on the CUDA driver double"
-(cd "$build" && VIRTUAL_ENV="${venv:-}" ctest --output-on-failure --timeout 1500 \
-  -R '^test_cuda_(backend_on_double|double)$')
+# The double runs kernels on one thread: -j 2 runs its three entries side by side.
+(cd "$build" && VIRTUAL_ENV="${venv:-}" ctest --output-on-failure -j 2 --timeout 1500 \
+  -R '^test_cuda_(backend_on_double(_roms)?|double)$')
 
 # 4. Python: a venv from the running python3, `pip install .` linking the static libraries just
 #    built (GBX_PREBUILT_DIR: only the nanobind module is compiled), then pytest.

@@ -15,6 +15,9 @@
 # Left out, for time:
 #   test_conformance  the SM83 suite (500 opcodes x 1000 cases) through the JIT-ed,
 #                     uninstrumented kernel: minutes of non-sanitized work
+# Cost (2026-11-23, 2 cores, load 10-17): step 1 took 580 CPU-seconds (user + sys; 20.5 min
+# wall at that load), test_specialize the longest (its kernel compiles run in libclang, its
+# block discovery instrumented).
 # Pass ctest arguments to run only those instead, toolkit hidden (e.g. -R test_cache).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -271,6 +271,11 @@ std::vector<std::string> nvrtc_shared_options(const NvrtcOptions& options) {
   if (options.fast_compile) opts.push_back("--Ofast-compile=max");
   // ptxas' resource report lands in the program log, which is where we read it from.
   opts.push_back("--ptxas-options=-v");
+  // NVRTC >= 12.9 keeps a cache of its own (the driver's, so only where one is installed): a
+  // hit skips ptxas and comes back without the -v report, i.e. without the kernel's resource
+  // usage. Seen on an H100 host: a stage another process had compiled came back in ~100 ms
+  // with registers unknown. GBX caches kernels itself, so NVRTC's is switched off.
+  if (nvrtc_has_no_cache_option()) opts.push_back("--no-cache");
   opts.insert(opts.end(), options.extra.begin(), options.extra.end());
   return opts;
 }
@@ -279,6 +284,13 @@ std::vector<std::string> nvrtc_options_for(const NvrtcOptions& options, const st
   std::vector<std::string> opts = nvrtc_shared_options(options);
   opts.push_back("--gpu-architecture=" + arch);
   return opts;
+}
+
+bool nvrtc_has_no_cache_option() {
+  if (!NvrtcLibrary::get()) return false;
+  int major = 0, minor = 0;
+  if (lib().nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return false;
+  return major > 12 || (major == 12 && minor >= 9);
 }
 
 std::string nvrtc_version() {

@@ -1,5 +1,14 @@
 #include "gbx/runtime/mgba_backend.h"
 
+#if !GBX_WITH_MGBA
+namespace gbx {
+Result<std::unique_ptr<Backend>> make_mgba_backend(const Rom&, const BackendConfig&) {
+  return make_error(ErrorKind::Usage,
+                    "the mgba backend is not built in (configured with GBX_WITH_MGBA=OFF)");
+}
+}  // namespace gbx
+#else
+
 #include "gbx/engine/cache.h"
 #include "gbx/runtime/env_state.h"
 #include "gbx/runtime/save_state.h"
@@ -859,3 +868,5 @@ Result<std::unique_ptr<Backend>> make_mgba_backend(const Rom& rom, const Backend
 }
 
 }  // namespace gbx
+
+#endif  // GBX_WITH_MGBA

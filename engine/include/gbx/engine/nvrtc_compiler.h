@@ -48,6 +48,8 @@ ResourceUsage summarize_entries(const PtxasReport& report);
 // kernel of unmeasured GPU speed (little inlining: a 728 B stack frame). README "CUDA compile
 // time" has the numbers. Off by default.
 bool nvrtc_fast_compile_from_env();
+// NVRTC 12.9+ takes --no-cache (its own compile cache off: GBX keeps one).
+bool nvrtc_has_no_cache_option();
 
 struct NvrtcOptions {
   std::vector<std::string> archs = {"sm_80", "sm_90"};  // real archs: each gets a CUBIN

@@ -17,7 +17,8 @@
 #                     uninstrumented kernel: minutes of non-sanitized work
 # Cost (2026-11-23, 2 cores, load 10-17): step 1 took 580 CPU-seconds (user + sys; 20.5 min
 # wall at that load), test_specialize the longest (its kernel compiles run in libclang, its
-# block discovery instrumented).
+# block discovery instrumented). Step 2 with a cold cache (its NVRTC compiles included): 367
+# CPU-seconds, 13.8 min wall at load 4-10; with the normal run's cache it skips those compiles.
 # Pass ctest arguments to run only those instead, toolkit hidden (e.g. -R test_cache).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

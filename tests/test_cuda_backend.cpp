@@ -163,7 +163,10 @@ void check_same_bulk(Backend& ref, Backend& dut) {
 
 TEST_CASE("cuda matches cpu after 30+ frames of 256 envs on every built-in ROM") {
   if (!have_device()) return;
-  const int envs = 256;
+  // The driver double runs the kernel one thread after another (~3 min for 256 envs in CI):
+  // there 64 envs, still two full blocks of the 32 that the launch shape picks for 256 envs
+  // on its 132 SMs, so the same launch, indexing and copies are checked; a GPU runs 256.
+  const int envs = std::getenv("GBX_TEST_CUDA_DOUBLE_DIR") ? 64 : 256;
   int roms = 0;
   for (const BuiltinRom& br : builtin_roms()) {
     CAPTURE(br.name);

@@ -92,7 +92,10 @@ Result<std::unique_ptr<CudaDriver>> CudaDriver::load(const std::string& library)
   std::unique_ptr<CudaDriver> drv(new CudaDriver());
   drv->library_ = library;
   dlerror();
-  drv->handle_ = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // RTLD_NODELETE: a driver that ran cuInit (even a failing one) may have started threads
+  // and keeps state; unloading it after a "no device" or error result is unsupported, and
+  // LeakSanitizer saw that state leaked with the mapping that referenced it.
+  drv->handle_ = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!drv->handle_) {
     const char* why = dlerror();
     std::string detail = why ? why : "";

@@ -14,5 +14,5 @@ cd "$root"
 "$bin/gbx-synth" compile --stage full_step --device cpu
 out=$("$bin/gbx-run" run --rom builtin:ALU_LOOP --backend cpu --envs 64 --frames 60 --print-state)
 echo "$out"
-key=$(awk '/^kernel /{print $2}' <<<"$out")
+key=$(awk '$1 == "kernel" && $2 ~ /^[0-9a-f]+$/ {print $2}' <<<"$out")
 "$bin/gbx-synth" cache show "$key"

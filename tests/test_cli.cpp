@@ -112,6 +112,8 @@ TEST_CASE("bad CLI values give one-line errors with exit code 2") {
                        "needs");
   check_one_line_error(run_command(tool("gbx-run") + " run --frames 0"), 2, "--frames");
   check_one_line_error(run_command(tool("gbx-run") + " run --backend nope"), 2, "unknown backend");
+  check_one_line_error(run_command(tool("gbx-run") + " run --tiered-start maybe"), 2,
+                       "--tiered-start");
   check_one_line_error(run_command(tool("gbx-synth") + " emit --stage nope"), 2, "unknown stage");
   check_one_line_error(run_command(tool("gbx-synth") + " emit --device tpu"), 2, "unknown device");
 }

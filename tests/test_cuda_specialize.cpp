@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -62,6 +63,11 @@ std::unique_ptr<Backend> make(const std::string& name, const Rom& rom, const Bac
 // A random button byte for a quarter of the env-steps, none for the rest (as test_specialize).
 void random_actions(std::mt19937_64& rng, std::vector<int32_t>& actions) {
   for (auto& x : actions) x = (int32_t)(rng() % 4 == 0 ? rng() & 0xFF : 0);
+}
+
+// The kernel was built with NVRTC's quick setting (the first tier of a tiered start).
+bool quick_compiled(const CudaBackend& b) {
+  return b.kernel().build.build.entry.meta.dump().find("--Ofast-compile=max") != std::string::npos;
 }
 
 void check_same_envs(Backend& ref, Backend& dut) {
@@ -144,11 +150,15 @@ TEST_CASE("auto on cuda: device profile, background compile, swap between steps,
   BackendConfig cfg = config(envs);
   auto ref = make("cpu", *rom, cfg);
   cfg.specialize_auto_frames = 8;
+  // With a tiered start the profiling interpreter is a quick compile (unless an optimized one
+  // is cached) and the specialized kernel, optimized, is the one that follows it.
+  cfg.tiered_start = true;
   auto made = CudaBackend::create(*rom, cfg);
   REQUIRE_MESSAGE(made.ok(), (made.ok() ? "" : made.error().message));
   CudaBackend& dut = **made;
   CHECK(dut.specialize_status() == "profiling");
   CHECK(dut.kernel().build.build.source.params.profile);
+  CHECK(quick_compiled(dut) == dut.started_fast());
   const std::string profiling_key = dut.kernel_key();
   std::mt19937_64 rng(7);
   std::vector<int32_t> actions(envs);
@@ -174,7 +184,69 @@ TEST_CASE("auto on cuda: device profile, background compile, swap between steps,
   REQUIRE(p.specialize);
   CHECK(p.specialize->rom == rom->bytes);
   CHECK_FALSE(p.specialize->blocks.empty());
+  CHECK_FALSE(quick_compiled(dut));
+  CHECK(dut.start_tier() == "optimized");
   check_same_envs(*ref, dut);
+}
+
+TEST_CASE("tiered start on cuda: quick kernel first, optimized swapped in between steps, exact") {
+  // A cache of its own, so that the optimized kernel is certainly not in it.
+  if (!have_device()) return;
+  const std::string cache_dir =
+      (std::filesystem::temp_directory_path() /
+       ("gbx-tiered-" +
+        std::to_string(std::chrono::steady_clock::now().time_since_epoch().count())))
+          .string();
+  const char* old_cache = std::getenv("GBX_CACHE_DIR");
+  const std::string saved = old_cache ? old_cache : "";
+  setenv("GBX_CACHE_DIR", cache_dir.c_str(), 1);
+  {
+    auto rom = load_rom("builtin:IRQ_TIMER");
+    REQUIRE(rom.ok());
+    const int envs = 3;
+    BackendConfig cfg = config(envs);
+    cfg.stage = Stage::EmulateOnly;
+    auto ref = make("cpu", *rom, cfg);
+    cfg.tiered_start = true;
+    auto made = CudaBackend::create(*rom, cfg);
+    REQUIRE_MESSAGE(made.ok(), (made.ok() ? "" : made.error().message));
+    CudaBackend& dut = **made;
+    CHECK(dut.started_fast());
+    CHECK(dut.start_tier() == "fast");
+    CHECK(quick_compiled(dut));
+    const std::string fast_key = dut.kernel_key();
+    std::mt19937_64 rng(5);
+    std::vector<int32_t> actions(envs);
+    int fast_steps = 0, frames = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(15);
+    while (dut.start_tier() != "optimized" || frames < 40) {
+      REQUIRE(std::chrono::steady_clock::now() < deadline);
+      random_actions(rng, actions);
+      REQUIRE(ref->step(actions).ok());
+      REQUIRE(dut.step(actions).ok());
+      ++frames;
+      REQUIRE_MESSAGE(dut.start_tier().rfind("fast (", 0) != 0, dut.start_tier());
+      if (dut.start_tier() == "fast") ++fast_steps;
+    }
+    // Steps went on while the optimized kernel compiled; it took over at a step boundary.
+    CHECK(fast_steps >= 1);
+    CHECK(dut.optimized_step() >= 1);
+    CHECK(dut.kernel_key() != fast_key);
+    CHECK_FALSE(quick_compiled(dut));
+    check_same_envs(*ref, dut);
+    // The optimized kernel is cached now: the next backend starts on it, nothing quick.
+    auto again = CudaBackend::create(*rom, cfg);
+    REQUIRE(again.ok());
+    CHECK_FALSE((*again)->started_fast());
+    CHECK((*again)->start_tier() == "optimized");
+    CHECK((*again)->kernel_key() == dut.kernel_key());
+  }
+  if (old_cache)
+    setenv("GBX_CACHE_DIR", saved.c_str(), 1);
+  else
+    unsetenv("GBX_CACHE_DIR");
+  std::error_code ec;
+  std::filesystem::remove_all(cache_dir, ec);
 }
 
 TEST_CASE("a plan for another ROM, or auto with a plan, is refused before any compile") {

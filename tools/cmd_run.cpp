@@ -13,12 +13,12 @@
 #include "gbx/runtime/battery_file.h"
 #include "gbx/runtime/conformance.h"
 #include "gbx/runtime/cpu_backend.h"
+#include "gbx/runtime/cuda_backend.h"
 #include "gbx/runtime/rom.h"
 #include "gbx/runtime/rom_builder.h"
 #include "gbx/runtime/save_state.h"
-#include "gbx/runtime/specialize.h"
-#include "gbx/runtime/verify.h"
 #include "gbx/runtime/screen_image.h"
+#include "gbx/runtime/specialize.h"
 #include "gbx/runtime/verify.h"
 #include "tool_common.h"
 
@@ -49,12 +49,13 @@ struct RunOptions {
   std::string read_mem_raw;  // LO:HI, cartridge RAM as held even when disabled
   std::string obs = "vec";
   std::string obs_format = "full";
-  std::string screenshot;       // PNG of env `env`'s last frame
-  std::string screenshot_grid;  // PNG tiling the first grid_envs envs' last frames
-  int grid_envs = 0;            // 0: min(envs, 64)
-  std::string load_state;       // every env starts from this save state
-  std::string save_state;       // env `env`'s state at the end goes here
-  std::string specialize = "off";  // off | profile:FILE | auto[:N] (ROM-specialized kernel)
+  std::string screenshot;           // PNG of env `env`'s last frame
+  std::string screenshot_grid;      // PNG tiling the first grid_envs envs' last frames
+  int grid_envs = 0;                // 0: min(envs, 64)
+  std::string load_state;           // every env starts from this save state
+  std::string save_state;           // env `env`'s state at the end goes here
+  std::string specialize = "off";   // off | profile:FILE | auto[:N] (ROM-specialized kernel)
+  std::string tiered_start = "on";  // cuda: on | off
 };
 
 Status write_screenshots(Backend& be, const RunOptions& o) {
@@ -142,6 +143,27 @@ void print_kernel_load(const CpuBackend& cpu, double plan_ms, double plan_cpu_ms
       b.key_ms, b.lookup_ms, compile.c_str(), b.jit_ms);
 }
 
+// Tiered start on cuda: which kernel ran the steps, and when the optimized one took over.
+void print_start_tier(const CudaBackend& cuda) {
+  if (!cuda.started_fast()) {
+    std::printf("kernel start: optimized kernel %s in %.0f ms\n",
+                cuda.kernel().build.build.cached ? "from the cache" : "compiled",
+                cuda.first_kernel_ms());
+    return;
+  }
+  std::printf("kernel start: quick compile (--Ofast-compile=max) in %.0f ms; ",
+              cuda.first_kernel_ms());
+  if (cuda.optimized_step() >= 0)
+    std::printf("optimized kernel swapped in after step %lld of %lld (%.1f s after start)\n",
+                (long long)cuda.optimized_step(), (long long)cuda.steps(),
+                cuda.optimized_after_s());
+  else
+    std::printf(
+        "%s: every step ran the quick kernel; the optimized compile finishes before "
+        "exit and is cached for the next run\n",
+        cuda.start_tier().c_str());
+}
+
 int cmd_run(const RunOptions& o) {
   auto stage = parse_stage(o.stage);
   if (!stage) return tool::fail(make_error(ErrorKind::Usage, "unknown stage '" + o.stage + "'"));
@@ -211,6 +233,10 @@ int cmd_run(const RunOptions& o) {
   cfg.verbose = o.verbose;
   cfg.rtc_lock = o.rtc_lock;
   cfg.layout = *layout;
+  if (o.tiered_start != "on" && o.tiered_start != "off")
+    return tool::fail(
+        make_error(ErrorKind::Usage, "unknown --tiered-start '" + o.tiered_start + "' (on, off)"));
+  cfg.tiered_start = o.tiered_start == "on";
   const auto plan_t0 = std::chrono::steady_clock::now();
   timespec plan_c0{}, plan_c1{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &plan_c0);
@@ -252,6 +278,7 @@ int cmd_run(const RunOptions& o) {
   if (!be.kernel_key().empty()) std::printf("kernel %s\n", be.kernel_key().c_str());
   if (const auto* cpu = dynamic_cast<const CpuBackend*>(&be))
     print_kernel_load(*cpu, plan_ms, plan_cpu_ms);
+  if (const auto* cuda = dynamic_cast<const CudaBackend*>(&be)) print_start_tier(*cuda);
   if (o.print_state || !o.serial) {
     auto s = be.get_cpu_state(o.env);
     if (!s) return tool::fail(s.error());
@@ -348,6 +375,11 @@ void register_run(CLI::App& app, Commands& cmds) {
   r->add_option("--specialize", run.specialize,
                 "cpu, cuda: off | profile:FILE (gbx-synth profile) | auto[:N] (profile N frames, "
                 "compile in the background, swap in)")
+      ->capture_default_str();
+  r->add_option("--tiered-start", run.tiered_start,
+                "cuda: on = a kernel not in the cache starts as a quick compile while the "
+                "optimized one compiles in the background (swapped in between steps) | off = "
+                "wait for the optimized compile")
       ->capture_default_str();
   cmds.emplace_back(r, [] { return cmd_run(run); });
 }

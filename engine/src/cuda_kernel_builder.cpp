@@ -295,9 +295,15 @@ Result<CudaKernelBuild> build_cuda_kernel(const TemplateBundle& bundle, const Sy
   return k;
 }
 
-Result<CudaDeviceKernel> build_cuda_kernel_for_device(const TemplateBundle& bundle,
+namespace {
+
+// select_cuda_target's choice for `sm`, and the entry that holds it: the shared entry for
+// opts.archs when it names the device's arch (so `gbx-synth compile` warms the runtime's
+// cache), else the entry for that arch alone. `compile`: build the latter on a miss.
+Result<std::optional<CudaDeviceKernel>> device_kernel(const TemplateBundle& bundle,
                                                       const SynthParams& params, KernelCache& cache,
-                                                      int sm, const NvrtcOptions& opts) {
+                                                      int sm, const NvrtcOptions& opts,
+                                                      bool compile) {
   if (auto nv = NvrtcLibrary::get(); !nv) return nv.take_error();
   auto target = select_cuda_target(sm, nvrtc_supported_archs());
   if (!target) return target.take_error();
@@ -317,15 +323,39 @@ Result<CudaDeviceKernel> build_cuda_kernel_for_device(const TemplateBundle& bund
   if (!have) {
     NvrtcOptions one = opts;
     one.archs = {target->arch};
-    auto built = build_cuda_kernel(bundle, params, cache, one);
-    if (!built) return built.take_error();
-    dk.build = std::move(*built);
+    if (compile) {
+      auto built = build_cuda_kernel(bundle, params, cache, one);
+      if (!built) return built.take_error();
+      dk.build = std::move(*built);
+    } else {
+      auto found = find_cuda_kernel(bundle, params, cache, one);
+      if (!found) return found.take_error();
+      if (!found->has_value()) return std::optional<CudaDeviceKernel>();
+      dk.build = std::move(**found);
+    }
   }
   dk.image_file = target->cubin ? cubin_file(target->arch) : "module.ptx";
   auto image = dk.build.build.entry.read(dk.image_file);
   if (!image) return image.take_error();
   dk.image = std::move(*image);
-  return dk;
+  return std::optional<CudaDeviceKernel>(std::move(dk));
+}
+
+}  // namespace
+
+Result<CudaDeviceKernel> build_cuda_kernel_for_device(const TemplateBundle& bundle,
+                                                      const SynthParams& params, KernelCache& cache,
+                                                      int sm, const NvrtcOptions& opts) {
+  auto dk = device_kernel(bundle, params, cache, sm, opts, true);
+  if (!dk) return dk.take_error();
+  return std::move(**dk);
+}
+
+Result<std::optional<CudaDeviceKernel>> find_cuda_kernel_for_device(const TemplateBundle& bundle,
+                                                                    const SynthParams& params,
+                                                                    KernelCache& cache, int sm,
+                                                                    const NvrtcOptions& opts) {
+  return device_kernel(bundle, params, cache, sm, opts, false);
 }
 
 }  // namespace gbx

@@ -112,11 +112,11 @@ Result<std::shared_ptr<CudaLoadedKernel>> shared_kernel(const CudaContext& ctx,
 uint64_t dev_addr(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
 
 // The state fields a CpuState reports: what cpu_states() packs for all envs and copies at once.
-#define GBX_REGISTER_FIELDS(X)                                                          \
-  X(pc, 2)                                                                              \
-  X(sp, 2) X(a, 1) X(f, 1) X(b, 1) X(c, 1) X(d, 1) X(e, 1) X(h, 1) X(l, 1) X(ime, 1)    \
-      X(run_state, 1) X(cycle_count, 8) X(instr_count, 8) X(trap_kind, 1) X(trap_pc, 2) \
-          X(trap_opcode, 1)
+#define GBX_REGISTER_FIELDS(X)                                                              \
+  X(pc, 2)                                                                                  \
+  X(sp, 2)                                                                                  \
+  X(a, 1) X(f, 1) X(b, 1) X(c, 1) X(d, 1) X(e, 1) X(h, 1) X(l, 1) X(ime, 1) X(run_state, 1) \
+      X(cycle_count, 8) X(instr_count, 8) X(trap_kind, 1) X(trap_pc, 2) X(trap_opcode, 1)
 
 size_t align64(size_t v) { return (v + 63) / 64 * 64; }
 
@@ -158,8 +158,25 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
   // GbxParams follow would corrupt device memory. Checked before the (slow) compile.
   const SynthParams p = first_tier_params(cfg);
   KernelCache cache;
-  auto k = build_cuda_kernel_for_device(*bundle, p, cache, c.sm());
+  // Tiered start: a kernel the cache does not hold starts as the quick compile (seconds)
+  // while the optimized one compiles in the background (tens of seconds on two cores).
+  std::optional<CudaDeviceKernel> cached;
+  const NvrtcOptions full_opts;
+  if (cfg.tiered_start && !full_opts.fast_compile) {
+    auto found = find_cuda_kernel_for_device(*bundle, p, cache, c.sm(), full_opts);
+    if (!found) return found.take_error();
+    cached = std::move(*found);
+    b->start_fast_ = !cached;
+  }
+  NvrtcOptions first_opts = full_opts;
+  first_opts.fast_compile = full_opts.fast_compile || b->start_fast_;
+  const auto compile_t0 = std::chrono::steady_clock::now();
+  auto k = cached ? Result<CudaDeviceKernel>(std::move(*cached))
+                  : build_cuda_kernel_for_device(*bundle, p, cache, c.sm(), first_opts);
   if (!k) return k.take_error();
+  b->first_kernel_ms_ =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - compile_t0)
+          .count();
   b->kernel_ = std::move(*k);
   auto loaded = shared_kernel(c, b->kernel_);
   if (!loaded) return loaded.take_error();
@@ -235,6 +252,11 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
   if (Status st = b->set_reset_state({}); !st) return st.take_error();
   if (Status st = b->reset(0); !st) return st.take_error();
   if (Status st = b->warm_up(); !st) return st.take_error();
+  b->created_ = std::chrono::steady_clock::now();
+  // Under auto the next kernel is the specialized one (tier_after_step), optimized as well.
+  if (b->start_fast_ && cfg.specialize_auto_frames == 0)
+    b->compile_in_background(std::move(*bundle), b->kernel_.build.build.source.params,
+                             TierGoal::Optimized);
   return b;
 }
 
@@ -559,7 +581,8 @@ Status CudaBackend::step(const std::vector<int32_t>& actions) {
   GbxParams p = params(dev_actions, n);
   void* args[] = {&p};  // cuLaunchKernel copies the parameter block at the call
   Status st = launch_kernel(ctx_->driver(), loaded_->function, shape_, args, stream_.get());
-  if (st && cfg_.specialize_auto_frames > 0) tier_after_step();
+  if (st) ++steps_;
+  if (st && (cfg_.specialize_auto_frames > 0 || tier_compile_.valid())) tier_after_step();
   return st;
 }
 
@@ -821,6 +844,30 @@ Status CudaBackend::start_profiling() {
   return ok_status();
 }
 
+std::string CudaBackend::start_tier() const {
+  if (!start_fast_) return "optimized";
+  if (optimized_step_ >= 0) return "optimized";
+  if (!start_error_.empty()) return "fast (the optimized compile failed: " + start_error_ + ")";
+  return "fast";
+}
+
+void CudaBackend::compile_in_background(TemplateBundle bundle, SynthParams p, TierGoal goal) {
+  tier_goal_ = goal;
+  tier_compile_ = std::async(std::launch::async,
+                             [b = std::move(bundle), p = std::move(p), ctx = ctx_,
+                              sm = ctx_->sm()]() -> Result<TierKernel> {
+                               KernelCache cache;
+                               auto k = build_cuda_kernel_for_device(b, p, cache, sm);
+                               if (!k) return k.take_error();
+                               // Loaded here too (the driver's context is per thread): the
+                               // step thread only swaps.
+                               if (Status st = ctx->make_current(); !st) return st.take_error();
+                               auto loaded = shared_kernel(*ctx, *k);
+                               if (!loaded) return loaded.take_error();
+                               return TierKernel{std::move(*k), std::move(*loaded)};
+                             });
+}
+
 void CudaBackend::tier_after_step() {
   if (tier_status_ == "profiling") {
     tier_frames_ += cfg_.frames_per_step;
@@ -832,49 +879,57 @@ void CudaBackend::tier_after_step() {
     if (st) st = stream_.synchronize();
     profiling_ = false;  // later launches get no counters; the ones that had them are done
     profile_buf_ = DeviceBuffer();
-    if (!st) {
-      tier_status_ = "failed: " + st.error().message;
-      return;
-    }
     auto bundle = TemplateBundle::load(TemplateBundle::default_root());
-    if (!bundle) {
-      tier_status_ = "failed: " + bundle.error().message;
-      return;
+    if (st && !bundle) st = bundle.take_error();
+    std::string failed;
+    if (!st) failed = st.error().message;
+    if (failed.empty()) {
+      const SpecProfile prof =
+          spec_profile_from_counts(bundle->opcodes(), rom_.bytes, counts, tier_frames_);
+      auto plan = make_spec_plan(bundle->opcodes(), rom_.bytes, prof);
+      if (plan) {
+        SynthParams p = synth_params_for(cfg_, Device::Cuda, kObsDim);
+        p.specialize = std::move(*plan);
+        tier_status_ = "compiling";
+        compile_in_background(std::move(*bundle), std::move(p), TierGoal::Specialized);
+        return;
+      }
+      failed = plan.error().message;
     }
-    const SpecProfile prof =
-        spec_profile_from_counts(bundle->opcodes(), rom_.bytes, counts, tier_frames_);
-    auto plan = make_spec_plan(bundle->opcodes(), rom_.bytes, prof);
-    if (!plan) {
-      tier_status_ = "failed: " + plan.error().message;
-      return;
-    }
-    SynthParams p = synth_params_for(cfg_, Device::Cuda, kObsDim);
-    p.specialize = std::move(*plan);
-    tier_status_ = "compiling";
-    tier_compile_ = std::async(std::launch::async,
-                               [b = std::move(*bundle), p, ctx = ctx_]() -> Result<TierKernel> {
-                                 KernelCache cache;
-                                 auto k = build_cuda_kernel_for_device(b, p, cache, ctx->sm());
-                                 if (!k) return k.take_error();
-                                 // Loaded here too (the driver's context is per thread): the step
-                                 // thread only swaps.
-                                 if (Status st = ctx->make_current(); !st) return st.take_error();
-                                 auto loaded = shared_kernel(*ctx, *k);
-                                 if (!loaded) return loaded.take_error();
-                                 return TierKernel{std::move(*k), std::move(*loaded)};
-                               });
+    tier_status_ = "failed: " + failed;
+    // A quick-compiled profiling kernel is no place to stay: the optimized interpreter next.
+    if (start_fast_ && bundle)
+      compile_in_background(std::move(*bundle), synth_params_for(cfg_, Device::Cuda, kObsDim),
+                            TierGoal::Optimized);
     return;
   }
-  if (tier_status_ == "compiling" &&
-      tier_compile_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-    Result<TierKernel> k = tier_compile_.get();
-    if (!k) {
+  if (!tier_compile_.valid() ||
+      tier_compile_.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+    return;
+  Result<TierKernel> k = tier_compile_.get();
+  if (!k) {
+    if (tier_goal_ == TierGoal::Specialized) {
       tier_status_ = "failed: " + k.error().message;
-      return;
+      if (start_fast_) {
+        auto bundle = TemplateBundle::load(TemplateBundle::default_root());
+        if (bundle)
+          compile_in_background(std::move(*bundle), synth_params_for(cfg_, Device::Cuda, kObsDim),
+                                TierGoal::Optimized);
+        else
+          start_error_ = bundle.error().message;
+      }
+    } else {
+      start_error_ = k.error().message;
     }
-    kernel_ = std::move(k->kernel);
-    loaded_ = std::move(k->loaded);
-    tier_status_ = "specialized";
+    return;
+  }
+  kernel_ = std::move(k->kernel);
+  loaded_ = std::move(k->loaded);
+  if (tier_goal_ == TierGoal::Specialized) tier_status_ = "specialized";
+  if (start_fast_ && optimized_step_ < 0) {
+    optimized_step_ = steps_;
+    optimized_after_s_ =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - created_).count();
   }
 }
 

@@ -82,5 +82,10 @@ struct CudaDeviceKernel {
 Result<CudaDeviceKernel> build_cuda_kernel_for_device(const TemplateBundle& bundle,
                                                       const SynthParams& params, KernelCache& cache,
                                                       int sm, const NvrtcOptions& opts = {});
+// The same choice, cache lookup only: nullopt when that kernel would have to be compiled.
+Result<std::optional<CudaDeviceKernel>> find_cuda_kernel_for_device(const TemplateBundle& bundle,
+                                                                    const SynthParams& params,
+                                                                    KernelCache& cache, int sm,
+                                                                    const NvrtcOptions& opts = {});
 
 }  // namespace gbx

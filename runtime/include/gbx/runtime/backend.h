@@ -68,6 +68,11 @@ struct BackendConfig {
   // then compile the specialized kernel in the background and swap it in between steps once
   // it is ready (0: off). Steps never wait for that compile.
   int specialize_auto_frames = 0;
+  // cuda: a kernel the cache does not hold yet starts as a quick compile (NVRTC
+  // --Ofast-compile=max: about 1.5 s, a kernel many times slower) while the optimized kernel
+  // compiles on a background thread; it is swapped in between steps when ready (README
+  // "Compile time"). Off: create() waits for the optimized compile. Benchmarks keep it off.
+  bool tiered_start = false;
 };
 
 // One named, typed output of a step, for all envs: env-major inside its section.

@@ -10,6 +10,7 @@
 // slice. Bulk host reads (outputs(), cpu_states()) are one async copy each into page-locked
 // memory, made only when asked for. step() only enqueues; sync() waits. Everything runs on one
 // stream, in order.
+#include <chrono>
 #include <future>
 #include <memory>
 #include <optional>
@@ -77,6 +78,17 @@ class CudaBackend : public Backend {
   // ROM specialization (design.md section 10). cfg.specialize_auto_frames: "profiling",
   // "compiling", "specialized" (or "failed: ..."), as on the cpu backend; otherwise "off".
   std::string specialize_status() const { return tier_status_; }
+  // Tiered start (cfg.tiered_start, README "Compile time"): "optimized" when the optimized
+  // kernel runs; "fast" while the quick compile runs and the optimized kernel compiles in the
+  // background; "fast (the optimized compile failed: ...)".
+  std::string start_tier() const;
+  bool started_fast() const { return start_fast_; }
+  double first_kernel_ms() const { return first_kernel_ms_; }  // create(): cache or compile
+  // Steps run, and how many had run (and seconds since create) when the optimized kernel
+  // took over from the quick one (-1 while it has not).
+  int64_t steps() const { return steps_; }
+  int64_t optimized_step() const { return optimized_step_; }
+  double optimized_after_s() const { return optimized_after_s_; }
 
  private:
   CudaBackend() = default;
@@ -157,6 +169,18 @@ class CudaBackend : public Backend {
     CudaDeviceKernel kernel;
     std::shared_ptr<CudaLoadedKernel> loaded;
   };
+  // What the background compile makes: the optimized build of the running kernel (tiered
+  // start) or the specialized kernel (auto).
+  enum class TierGoal { Optimized, Specialized };
+  void compile_in_background(TemplateBundle bundle, SynthParams p, TierGoal goal);
+  TierGoal tier_goal_ = TierGoal::Optimized;
+  bool start_fast_ = false;  // the first kernel is the quick compile (tiered start)
+  double first_kernel_ms_ = 0;
+  std::string start_error_;
+  int64_t steps_ = 0;
+  int64_t optimized_step_ = -1;
+  double optimized_after_s_ = -1;
+  std::chrono::steady_clock::time_point created_;
   DeviceBuffer profile_buf_;  // u32 per ROM byte while profiling (params().profile_counts)
   bool profiling_ = false;
   int64_t tier_frames_ = 0;

@@ -5,9 +5,10 @@
 #     per-round ratios and frames per CPU-second. With GBX_POOL_STATS=1 the 2-thread pools
 #     print per-thread timing when they go (busy time, chunks, stolen chunks, handoff waits).
 #  2. The control: the same work as independent processes of one thread each, one process
-#     alone vs two at once (no memory, no pool, nothing shared but the machine). If two
-#     processes lose as much per frame as two threads do, the loss is the machine's (the
-#     vCPUs sharing a host core, memory, or clock), not the pool's.
+#     alone vs two at once (no memory, no pool, nothing shared but the machine), and as one
+#     2-thread process, all timed by the wall clock in the same rounds. If two processes lose
+#     as much per frame as two threads do, the loss is the machine's (the vCPUs sharing a host
+#     core, memory, or clock), not the pool's.
 # Prints the load average before and after: on a shared machine compare one run's numbers only.
 #   GBX_THREADS_ENVS   env counts              (default 64,256,1024)
 #   GBX_THREADS_ROM    ROM                     (default builtin:ALU_LOOP)
@@ -32,29 +33,39 @@ echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)  ($(nproc) CPUs)"
   emulate_only@t2
 echo "load after bench-stages: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# Control at the first env count: each process steps half the envs on one thread.
+# Control at the first env count, timed by the wall clock from launch to exit (process start
+# and a cached kernel load included, the same in every arm): one 1-thread process of half the
+# envs alone; two such processes at once (nothing shared but the machine); one 2-thread
+# process of all the envs (the pool). The rates each process reports itself are not summed:
+# the process that finishes first leaves the other running alone, which inflates a sum.
 first=${envs%%,*}
 half=$(((first + 1) / 2))
 steps=$((4096 / first > 2 ? 4096 / first : 2))
-one() {
-  "$gbx" bench --backend cpu --rom "$rom" --envs "$half" --threads 1 --frames-per-step "$fps" \
-    --stage emulate_only --steps "$steps" --warmup-steps 1 --json "$1" >/dev/null 2>&1
+bench() {  # envs threads
+  "$gbx" bench --backend cpu --rom "$rom" --envs "$1" --threads "$2" --frames-per-step "$fps" \
+    --stage emulate_only --steps "$steps" --warmup-steps 1 >/dev/null 2>&1
 }
-rate() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['results'][0]['frames_per_sec'])" "$1"; }
-ratios=()
+now() { date +%s.%N; }
+procs=()
+threads=()
 for r in $(seq 1 "$((rounds / 2 > 2 ? rounds / 2 : 2))"); do
-  one "$out/alone.json"
-  one "$out/a.json" & pa=$!
-  one "$out/b.json" & pb=$!
-  wait "$pa" "$pb"
-  ratios+=("$(python3 -c "import sys; a,x,y=map(float,sys.argv[1:]); print(f'{(x+y)/a:.3f}')" \
-    "$(rate "$out/alone.json")" "$(rate "$out/a.json")" "$(rate "$out/b.json")")")
+  t0=$(now); bench "$half" 1; t1=$(now)
+  bench "$half" 1 & pa=$!
+  bench "$half" 1 & pb=$!
+  wait "$pa" "$pb"; t2=$(now)
+  bench "$((2 * half))" 2; t3=$(now)
+  procs+=("$(python3 -c "import sys; a,b,c=map(float,sys.argv[1:]); print(f'{2*(b-a)/(c-b):.3f}')" "$t0" "$t1" "$t2")")
+  threads+=("$(python3 -c "import sys; a,b,c,d=map(float,sys.argv[1:]); print(f'{2*(b-a)/(d-c):.3f}')" "$t0" "$t1" "$t2" "$t3")")
 done
-python3 - "$half" "${ratios[@]}" <<'EOF'
+python3 - "$half" "${#procs[@]}" "${procs[@]}" "${threads[@]}" <<'EOF'
 import statistics, sys
-half, ratios = sys.argv[1], [float(x) for x in sys.argv[2:]]
-print(f"control: two 1-thread processes of {half} envs at once vs one alone (frames/s, summed): "
-      f"median {statistics.median(ratios):.3f}x over {len(ratios)} rounds "
-      f"({' '.join(f'{r:.3f}' for r in ratios)})")
+half, n = sys.argv[1], int(sys.argv[2])
+procs = [float(x) for x in sys.argv[3:3 + n]]
+threads = [float(x) for x in sys.argv[3 + n:]]
+def show(v):
+    return f"median {statistics.median(v):.3f}x ({' '.join(f'{r:.3f}' for r in v)})"
+print(f"control, wall clock vs one 1-thread process of {half} envs alone, {n} rounds:")
+print(f"  two 1-thread processes at once: {show(procs)}")
+print(f"  one 2-thread process of {2 * int(half)} envs: {show(threads)}")
 EOF
 echo "load after:  $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -37,9 +37,12 @@ class Backend:
         obs_format: str = "full",
         gather: Sequence[int] = ...,
         render: bool = False,
+        tiered_start: bool = False,
     ) -> None:
         """obs: "vec" | "pixels" (obs_format full | half | packed); gather: bus addresses the
-        RAM-gather epilog copies out per env; render: draw the screen every frame."""
+        RAM-gather epilog copies out per env; render: draw the screen every frame;
+        tiered_start (cuda): a kernel not in the cache starts as NVRTC's quick compile while
+        the optimized one compiles in the background, swapped in between steps."""
     def reset(self, seed: int = 0) -> None:
         """Every env to the post-boot state; outputs refreshed from it (GIL released)."""
     def reset_envs(self, mask: npt.NDArray[np.uint8]) -> None:
@@ -66,6 +69,9 @@ class Backend:
     def name(self) -> str: ...
     @property
     def kernel_key(self) -> str: ...
+    @property
+    def start_tier(self) -> str:
+        """cuda tiered start: "fast" until the optimized kernel is swapped in, then "optimized"."""
     @property
     def rom_name(self) -> str: ...
     @property

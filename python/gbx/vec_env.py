@@ -64,6 +64,11 @@ class VecEnv(gym.vector.VectorEnv):
       the next ``step``/``reset``/``load_state``; True returns fresh arrays.
     - ``render_mode``: ``"rgb_array"`` makes the kernel draw the screen every frame, so
       ``render()`` returns env 0's screen (uint8[144, 160, 3]).
+    - ``tiered_start`` (cuda): when the optimized kernel is not in the cache yet, start on
+      NVRTC's quick compile (steps begin after ~1.5 s instead of ~30 s, but run many times
+      slower) while the optimized kernel compiles in the background; it is swapped in between
+      steps (``backend.start_tier`` says which runs). ``close()`` waits for a compile still
+      running, which lands in the cache for the next run. False: the constructor waits.
 
     Autoreset is Gymnasium's NEXT_STEP: the ``step`` after an env's episode ended resets that
     env (its action is ignored) and returns its first observation with reward 0 and
@@ -94,6 +99,7 @@ class VecEnv(gym.vector.VectorEnv):
         env_offset: int = 0,
         render_mode: str | None = None,
         frame_stack: int = 1,
+        tiered_start: bool = False,
     ):
         if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool):
             raise ValueError(f"num_envs must be an int, got {type(num_envs).__name__}")
@@ -137,6 +143,7 @@ class VecEnv(gym.vector.VectorEnv):
             obs_format=self._obs_spec.pixels or "full",
             gather=list(self._obs_spec.ram),
             render=render_mode == "rgb_array",
+            tiered_start=bool(tiered_start),
         )
         self.num_envs = int(num_envs)
         self.device = device

@@ -82,7 +82,8 @@ class Native {
          int frames_per_step, int release_after_frames, int threads, int device_index,
          const std::string& stage, const std::string& reward, const std::string& done,
          const std::vector<std::string>& track, const std::string& obs_kind,
-         const std::string& obs_format, const std::vector<int>& gather, bool render) {
+         const std::string& obs_format, const std::vector<int>& gather, bool render,
+         bool tiered_start) {
     if (rom_bytes.size() > 0) {
       const auto* p = static_cast<const uint8_t*>(rom_bytes.data());
       rom_ = unwrap(gbx::rom_from_bytes(rom_spec.empty() ? "bytes" : rom_spec,
@@ -102,6 +103,7 @@ class Native {
     cfg.reward_expr = reward;
     cfg.done_expr = done;
     cfg.track = track;
+    cfg.tiered_start = tiered_start;
     configure_outputs(cfg, obs_kind, obs_format, gather, render);
     if (backend == "mgba" && (!reward.empty() || !done.empty() || !track.empty()))
       throw nb::value_error(
@@ -216,6 +218,12 @@ class Native {
   std::string serial(int env) { return unwrap(backend_->serial_output(env)); }
   std::string name() const { return backend_->name(); }
   std::string kernel_key() const { return backend_->kernel_key(); }
+  // cuda tiered start: "fast" | "optimized" | "fast (the optimized compile failed: ...)";
+  // "optimized" on the other backends (they have one kernel from the start).
+  std::string start_tier() const {
+    auto* c = dynamic_cast<gbx::CudaBackend*>(backend_.get());
+    return c ? c->start_tier() : "optimized";
+  }
   std::string rom_name() const { return rom_.name; }
   std::string rom_sha256() const { return rom_.sha256; }
   int num_envs() const { return n_; }
@@ -591,12 +599,12 @@ NB_MODULE(_native, m) {
       .def(nb::init<const std::string&, nb::bytes, const std::string&, int, int, int, int, int,
                     const std::string&, const std::string&, const std::string&,
                     const std::vector<std::string>&, const std::string&, const std::string&,
-                    const std::vector<int>&, bool>(),
+                    const std::vector<int>&, bool, bool>(),
            "rom"_a, "rom_bytes"_a = nb::bytes(""), "backend"_a = "cpu", "num_envs"_a = 1,
            "frames_per_step"_a = 1, "release_after_frames"_a = -1, "threads"_a = 0,
            "device_index"_a = 0, "stage"_a = "full_step", "reward"_a = "", "done"_a = "",
            "track"_a = std::vector<std::string>(), "obs"_a = "vec", "obs_format"_a = "full",
-           "gather"_a = std::vector<int>(), "render"_a = false)
+           "gather"_a = std::vector<int>(), "render"_a = false, "tiered_start"_a = false)
       .def("reset", &Native::reset, "seed"_a = 0)
       .def("reset_envs", &Native::reset_envs, "mask"_a)
       .def("step", &Native::step, "actions"_a)
@@ -609,6 +617,7 @@ NB_MODULE(_native, m) {
       .def("serial", &Native::serial, "env"_a)
       .def_prop_ro("name", &Native::name)
       .def_prop_ro("kernel_key", &Native::kernel_key)
+      .def_prop_ro("start_tier", &Native::start_tier)
       .def_prop_ro("rom_name", &Native::rom_name)
       .def_prop_ro("rom_sha256", &Native::rom_sha256)
       .def_prop_ro("num_envs", &Native::num_envs)

@@ -127,3 +127,57 @@ def test_cuda_arrays_on_the_driver_double():
     if r.returncode != 0 and "CUDA unavailable" in out:
         pytest.skip("no NVRTC: " + out.strip().splitlines()[-1])
     assert r.returncode == 0 and out.strip().endswith("OK"), out
+
+
+TIERED = textwrap.dedent(
+    r"""
+    import time
+    import numpy as np
+    import gbx
+
+    N = 2
+    ROM = "builtin:IRQ_TIMER"
+    cu = gbx.VecEnv(ROM, num_envs=N, device="cuda", frames_per_step=1, tiered_start=True)
+    cpu = gbx.VecEnv(ROM, num_envs=N, device="cpu", frames_per_step=1)
+    # The cache is empty: the quick compile runs first.
+    assert cu.backend.start_tier == "fast", cu.backend.start_tier
+    assert cpu.backend.start_tier == "optimized"
+    fast_key = cu.backend.kernel_key
+    cu.reset(seed=0)
+    cpu.reset(seed=0)
+    rng = np.random.default_rng(2)
+    fast_steps = steps = 0
+    deadline = time.monotonic() + 900
+    while cu.backend.start_tier != "optimized" or steps < 30:
+        assert time.monotonic() < deadline, "the optimized kernel never arrived"
+        a = rng.integers(0, 8, N)
+        o_cu, r_cu, *_ = cu.step(a)
+        o_cpu, r_cpu, *_ = cpu.step(a)
+        np.testing.assert_array_equal(o_cu, o_cpu)
+        np.testing.assert_array_equal(r_cu, r_cpu)
+        steps += 1
+        assert not cu.backend.start_tier.startswith("fast ("), cu.backend.start_tier
+        fast_steps += cu.backend.start_tier == "fast"
+    assert fast_steps >= 1 and cu.backend.kernel_key != fast_key
+    np.testing.assert_array_equal(cu.read_memory(0xC000, 0xE000), cpu.read_memory(0xC000, 0xE000))
+    print("OK", fast_steps, steps)
+    """
+)
+
+
+def test_tiered_start_on_the_driver_double(tmp_path):
+    # A cache of its own, so the optimized kernel is certainly not in it (one NVRTC -O3
+    # compile, about half a minute, plus the double's host compiles).
+    if not os.path.exists(os.path.join(DOUBLE_DIR, "libcuda.so.1")):
+        pytest.skip(f"no CUDA driver double at {DOUBLE_DIR} (build the C++ tree first)")
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.path.abspath(DOUBLE_DIR) + os.pathsep + env.get("LD_LIBRARY_PATH", "")
+    env["GBX_CACHE_DIR"] = str(tmp_path / "cache")
+    env.pop("GBX_CUDA_DOUBLE_FAIL", None)
+    r = subprocess.run(
+        [sys.executable, "-c", TIERED], env=env, capture_output=True, text=True, timeout=1500
+    )
+    out = r.stdout + r.stderr
+    if r.returncode != 0 and "CUDA unavailable" in out:
+        pytest.skip("no NVRTC: " + out.strip().splitlines()[-1])
+    assert r.returncode == 0 and out.strip().splitlines()[-1].startswith("OK"), out

@@ -65,6 +65,23 @@ void random_actions(std::mt19937_64& rng, std::vector<int32_t>& actions) {
   for (auto& x : actions) x = (int32_t)(rng() % 4 == 0 ? rng() & 0xFF : 0);
 }
 
+// Steps ref and dut with the same random actions until done() holds and at least min_frames
+// frames (one a step) have run, calling after(frames) after each step; fails after 15 minutes
+// (a background compile that never lands).
+template <class Done, class After>
+void step_both_until(Backend& ref, Backend& dut, std::mt19937_64& rng, int min_frames, Done done,
+                     After after) {
+  std::vector<int32_t> actions((size_t)dut.num_envs());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(15);
+  for (int frames = 0; !done() || frames < min_frames;) {
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    random_actions(rng, actions);
+    REQUIRE(ref.step(actions).ok());
+    REQUIRE(dut.step(actions).ok());
+    after(++frames);
+  }
+}
+
 // The kernel was built with NVRTC's quick setting (the first tier of a tiered start).
 bool quick_compiled(const CudaBackend& b) {
   return b.kernel().build.build.entry.meta.dump().find("--Ofast-compile=max") != std::string::npos;
@@ -161,21 +178,15 @@ TEST_CASE("auto on cuda: device profile, background compile, swap between steps,
   CHECK(quick_compiled(dut) == dut.started_fast());
   const std::string profiling_key = dut.kernel_key();
   std::mt19937_64 rng(7);
-  std::vector<int32_t> actions(envs);
   int steps_while_compiling = 0;
-  int frames = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(15);
-  while (dut.specialize_status() != "specialized" || frames < 60) {
-    REQUIRE(std::chrono::steady_clock::now() < deadline);
-    random_actions(rng, actions);
-    REQUIRE(ref->step(actions).ok());
-    REQUIRE(dut.step(actions).ok());
-    ++frames;
-    const std::string st = dut.specialize_status();
-    REQUIRE_MESSAGE(st.rfind("failed", 0) != 0, st);
-    if (st == "profiling") CHECK(frames < 8);
-    if (st == "compiling") ++steps_while_compiling;
-  }
+  step_both_until(
+      *ref, dut, rng, 60, [&] { return dut.specialize_status() == "specialized"; },
+      [&](int frames) {
+        const std::string st = dut.specialize_status();
+        REQUIRE_MESSAGE(st.rfind("failed", 0) != 0, st);
+        if (st == "profiling") CHECK(frames < 8);
+        if (st == "compiling") ++steps_while_compiling;
+      });
   CHECK(steps_while_compiling >= 1);
   // The swapped-in kernel: specialized, without the profile counter.
   CHECK(dut.kernel_key() != profiling_key);
@@ -216,18 +227,13 @@ TEST_CASE("tiered start on cuda: quick kernel first, optimized swapped in betwee
     CHECK(quick_compiled(dut));
     const std::string fast_key = dut.kernel_key();
     std::mt19937_64 rng(5);
-    std::vector<int32_t> actions(envs);
-    int fast_steps = 0, frames = 0;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(15);
-    while (dut.start_tier() != "optimized" || frames < 40) {
-      REQUIRE(std::chrono::steady_clock::now() < deadline);
-      random_actions(rng, actions);
-      REQUIRE(ref->step(actions).ok());
-      REQUIRE(dut.step(actions).ok());
-      ++frames;
-      REQUIRE_MESSAGE(dut.start_tier().rfind("fast (", 0) != 0, dut.start_tier());
-      if (dut.start_tier() == "fast") ++fast_steps;
-    }
+    int fast_steps = 0;
+    step_both_until(
+        *ref, dut, rng, 40, [&] { return dut.start_tier() == "optimized"; },
+        [&](int) {
+          REQUIRE_MESSAGE(dut.start_tier().rfind("fast (", 0) != 0, dut.start_tier());
+          if (dut.start_tier() == "fast") ++fast_steps;
+        });
     // Steps went on while the optimized kernel compiled; it took over at a step boundary.
     CHECK(fast_steps >= 1);
     CHECK(dut.optimized_step() >= 1);

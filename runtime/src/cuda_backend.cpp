@@ -112,10 +112,11 @@ Result<std::shared_ptr<CudaLoadedKernel>> shared_kernel(const CudaContext& ctx,
 uint64_t dev_addr(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
 
 // The state fields a CpuState reports: what cpu_states() packs for all envs and copies at once.
-#define GBX_REGISTER_FIELDS(X)                                                              \
-  X(pc, 2)                                                                                  \
-  X(sp, 2)                                                                                  \
-  X(a, 1) X(f, 1) X(b, 1) X(c, 1) X(d, 1) X(e, 1) X(h, 1) X(l, 1) X(ime, 1) X(run_state, 1) \
+#define GBX_REGISTER_FIELDS(X)                                                      \
+  X(pc, 2)                                                                          \
+  X(sp, 2)                                                                          \
+  X(a, 1)                                                                           \
+  X(f, 1) X(b, 1) X(c, 1) X(d, 1) X(e, 1) X(h, 1) X(l, 1) X(ime, 1) X(run_state, 1) \
       X(cycle_count, 8) X(instr_count, 8) X(trap_kind, 1) X(trap_pc, 2) X(trap_opcode, 1)
 
 size_t align64(size_t v) { return (v + 63) / 64 * 64; }
@@ -868,6 +869,19 @@ void CudaBackend::compile_in_background(TemplateBundle bundle, SynthParams p, Ti
                              });
 }
 
+void CudaBackend::specialization_failed(const std::string& why) {
+  tier_status_ = "failed: " + why;
+  // A quick-compiled kernel is no place to stay: the optimized interpreter follows instead.
+  if (!start_fast_) return;
+  auto bundle = TemplateBundle::load(TemplateBundle::default_root());
+  if (!bundle) {
+    start_error_ = bundle.error().message;
+    return;
+  }
+  compile_in_background(std::move(*bundle), synth_params_for(cfg_, Device::Cuda, kObsDim),
+                        TierGoal::Optimized);
+}
+
 void CudaBackend::tier_after_step() {
   if (tier_status_ == "profiling") {
     tier_frames_ += cfg_.frames_per_step;
@@ -879,28 +893,17 @@ void CudaBackend::tier_after_step() {
     if (st) st = stream_.synchronize();
     profiling_ = false;  // later launches get no counters; the ones that had them are done
     profile_buf_ = DeviceBuffer();
+    if (!st) return specialization_failed(st.error().message);
     auto bundle = TemplateBundle::load(TemplateBundle::default_root());
-    if (st && !bundle) st = bundle.take_error();
-    std::string failed;
-    if (!st) failed = st.error().message;
-    if (failed.empty()) {
-      const SpecProfile prof =
-          spec_profile_from_counts(bundle->opcodes(), rom_.bytes, counts, tier_frames_);
-      auto plan = make_spec_plan(bundle->opcodes(), rom_.bytes, prof);
-      if (plan) {
-        SynthParams p = synth_params_for(cfg_, Device::Cuda, kObsDim);
-        p.specialize = std::move(*plan);
-        tier_status_ = "compiling";
-        compile_in_background(std::move(*bundle), std::move(p), TierGoal::Specialized);
-        return;
-      }
-      failed = plan.error().message;
-    }
-    tier_status_ = "failed: " + failed;
-    // A quick-compiled profiling kernel is no place to stay: the optimized interpreter next.
-    if (start_fast_ && bundle)
-      compile_in_background(std::move(*bundle), synth_params_for(cfg_, Device::Cuda, kObsDim),
-                            TierGoal::Optimized);
+    if (!bundle) return specialization_failed(bundle.error().message);
+    const SpecProfile prof =
+        spec_profile_from_counts(bundle->opcodes(), rom_.bytes, counts, tier_frames_);
+    auto plan = make_spec_plan(bundle->opcodes(), rom_.bytes, prof);
+    if (!plan) return specialization_failed(plan.error().message);
+    SynthParams p = synth_params_for(cfg_, Device::Cuda, kObsDim);
+    p.specialize = std::move(*plan);
+    tier_status_ = "compiling";
+    compile_in_background(std::move(*bundle), std::move(p), TierGoal::Specialized);
     return;
   }
   if (!tier_compile_.valid() ||
@@ -908,19 +911,8 @@ void CudaBackend::tier_after_step() {
     return;
   Result<TierKernel> k = tier_compile_.get();
   if (!k) {
-    if (tier_goal_ == TierGoal::Specialized) {
-      tier_status_ = "failed: " + k.error().message;
-      if (start_fast_) {
-        auto bundle = TemplateBundle::load(TemplateBundle::default_root());
-        if (bundle)
-          compile_in_background(std::move(*bundle), synth_params_for(cfg_, Device::Cuda, kObsDim),
-                                TierGoal::Optimized);
-        else
-          start_error_ = bundle.error().message;
-      }
-    } else {
-      start_error_ = k.error().message;
-    }
+    if (tier_goal_ == TierGoal::Specialized) return specialization_failed(k.error().message);
+    start_error_ = k.error().message;
     return;
   }
   kernel_ = std::move(k->kernel);

@@ -114,19 +114,28 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def test_cuda_arrays_on_the_driver_double():
+def run_on_double(script: str, **extra_env: str) -> str:
+    """Runs `script` in a fresh interpreter with the double as its libcuda; its output (the
+    test fails unless it exits 0; skips when there is no double or no NVRTC)."""
     if not os.path.exists(os.path.join(DOUBLE_DIR, "libcuda.so.1")):
         pytest.skip(f"no CUDA driver double at {DOUBLE_DIR} (build the C++ tree first)")
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = os.path.abspath(DOUBLE_DIR) + os.pathsep + env.get("LD_LIBRARY_PATH", "")
     env.pop("GBX_CUDA_DOUBLE_FAIL", None)
+    env.update(extra_env)
     r = subprocess.run(
-        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=1500
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=1500
     )
     out = r.stdout + r.stderr
     if r.returncode != 0 and "CUDA unavailable" in out:
         pytest.skip("no NVRTC: " + out.strip().splitlines()[-1])
-    assert r.returncode == 0 and out.strip().endswith("OK"), out
+    assert r.returncode == 0, out
+    return out
+
+
+def test_cuda_arrays_on_the_driver_double():
+    out = run_on_double(SCRIPT)
+    assert out.strip().endswith("OK"), out
 
 
 TIERED = textwrap.dedent(
@@ -168,16 +177,5 @@ TIERED = textwrap.dedent(
 def test_tiered_start_on_the_driver_double(tmp_path):
     # A cache of its own, so the optimized kernel is certainly not in it (one NVRTC -O3
     # compile, about half a minute, plus the double's host compiles).
-    if not os.path.exists(os.path.join(DOUBLE_DIR, "libcuda.so.1")):
-        pytest.skip(f"no CUDA driver double at {DOUBLE_DIR} (build the C++ tree first)")
-    env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = os.path.abspath(DOUBLE_DIR) + os.pathsep + env.get("LD_LIBRARY_PATH", "")
-    env["GBX_CACHE_DIR"] = str(tmp_path / "cache")
-    env.pop("GBX_CUDA_DOUBLE_FAIL", None)
-    r = subprocess.run(
-        [sys.executable, "-c", TIERED], env=env, capture_output=True, text=True, timeout=1500
-    )
-    out = r.stdout + r.stderr
-    if r.returncode != 0 and "CUDA unavailable" in out:
-        pytest.skip("no NVRTC: " + out.strip().splitlines()[-1])
-    assert r.returncode == 0 and out.strip().splitlines()[-1].startswith("OK"), out
+    out = run_on_double(TIERED, GBX_CACHE_DIR=str(tmp_path / "cache"))
+    assert out.strip().splitlines()[-1].startswith("OK"), out

@@ -173,6 +173,9 @@ class CudaBackend : public Backend {
   // start) or the specialized kernel (auto).
   enum class TierGoal { Optimized, Specialized };
   void compile_in_background(TemplateBundle bundle, SynthParams p, TierGoal goal);
+  // auto: the specialized kernel will not come ("failed: why"); after a quick start the
+  // optimized interpreter is compiled in its place.
+  void specialization_failed(const std::string& why);
   TierGoal tier_goal_ = TierGoal::Optimized;
   bool start_fast_ = false;  // the first kernel is the quick compile (tiered start)
   double first_kernel_ms_ = 0;

@@ -102,6 +102,33 @@ std::vector<uint8_t> banked_code_rom() {
   return build_rom(spec);
 }
 
+// An interrupt requested while IME is off and enabled by EI is taken after the one instruction
+// that follows EI (Pan Docs: EI's effect is delayed by one instruction). The main loop raises
+// the timer flag by hand under DI, enables it with EI and runs a block of INC B; the handler
+// records B, so a kernel that ran the whole block before dispatching records a larger count.
+std::vector<uint8_t> ei_pending_rom() {
+  Asm a;
+  a.org(0x0050).op("LD A,B").op("LD (a16),A", 0xC000).op("RETI");
+  a.org(0x0150);
+  a.op("LD SP,d16", 0xDFF0).op("LD A,d8", 0x04).op("LDH (a8),A", 0xFF);  // IE: timer
+  a.label("loop")
+      .op("DI")
+      .op("LD B,d8", 0)
+      .op("LD A,d8", 0x04)
+      .op("LDH (a8),A", 0x0F)  // IF: timer pending
+      .op("EI")
+      .op("INC B")
+      .op("INC B")
+      .op("INC B")
+      .op("INC B")
+      .op("JR r8", "loop");
+  RomSpec spec;
+  spec.title = "EIPEND";
+  auto placed = a.place(spec);
+  REQUIRE_MESSAGE(placed.ok(), (placed.ok() ? "" : placed.error().message));
+  return build_rom(spec);
+}
+
 std::unique_ptr<Backend> make_cpu(const Rom& rom, std::shared_ptr<const SpecPlan> plan, int envs) {
   BackendConfig cfg;
   cfg.num_envs = envs;
@@ -311,6 +338,17 @@ TEST_CASE("RAM-resident, self-modifying and banked code run identically when spe
     CHECK(at4000 == 2);  // one block per bank at the same address
     check_identical(rom.value(), 30, 5);
   }
+}
+
+TEST_CASE("an interrupt pending when EI takes effect is taken after one instruction, blocks too") {
+  auto rom = rom_from_bytes("EIPEND", ei_pending_rom());
+  REQUIRE_MESSAGE(rom.ok(), (rom.ok() ? "" : rom.error().message));
+  check_identical(rom.value(), 10, 11);
+  auto be = make_cpu(rom.value(), nullptr, 1);
+  REQUIRE(be->step({}).ok());
+  auto m = be->read_memory(0, 0xC000, 0xC001);
+  REQUIRE(m.ok());
+  CHECK(m.value()[0] == 1);
 }
 
 TEST_CASE("auto: steps go on while the specialized kernel compiles, then it swaps in exactly") {

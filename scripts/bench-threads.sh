@@ -4,15 +4,15 @@
 #     interleaved rounds (t1, t2, t1, t2, ...); prints the ratio of the totals, the median of the
 #     per-round ratios and frames per CPU-second. With GBX_POOL_STATS=1 the 2-thread pools
 #     print per-thread timing when they go (busy time, chunks, stolen chunks, handoff waits).
-#  2. The control: the same work as independent processes of one thread each, one process
-#     alone vs two at once (no memory, no pool, nothing shared but the machine), and as one
-#     2-thread process, all timed by the wall clock in the same rounds. If two processes lose
-#     as much per frame as two threads do, the loss is the machine's (the vCPUs sharing a host
-#     core, memory, or clock), not the pool's.
+#  2. The control, at each env count: the same work as independent processes of one thread
+#     each, one process alone vs two at once (no memory, no pool, nothing shared but the
+#     machine), and as one 2-thread process, all timed by the wall clock in the same rounds.
+#     If two processes lose as much per frame as two threads do, the loss is the machine's
+#     (the vCPUs sharing a host core, memory, or clock), not the pool's.
 # Prints the load average before and after: on a shared machine compare one run's numbers only.
 #   GBX_THREADS_ENVS   env counts              (default 64,256,1024)
 #   GBX_THREADS_ROM    ROM                     (default builtin:ALU_LOOP)
-#   GBX_THREADS_ROUNDS interleaved rounds      (default 10)
+#   GBX_THREADS_ROUNDS interleaved rounds      (default 10; the control runs half as many)
 #   GBX_THREADS_FPS    frames per step         (default 24)
 #   GBX_BUILD_DIR      build directory         (default build/)
 set -euo pipefail
@@ -33,39 +33,46 @@ echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)  ($(nproc) CPUs)"
   emulate_only@t2
 echo "load after bench-stages: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# Control at the first env count, timed by the wall clock from launch to exit (process start
-# and a cached kernel load included, the same in every arm): one 1-thread process of half the
-# envs alone; two such processes at once (nothing shared but the machine); one 2-thread
-# process of all the envs (the pool). The rates each process reports itself are not summed:
-# the process that finishes first leaves the other running alone, which inflates a sum.
-first=${envs%%,*}
-half=$(((first + 1) / 2))
-steps=$((4096 / first > 2 ? 4096 / first : 2))
-bench() {  # envs threads
+# Control at every env count, timed by the wall clock from launch to exit (process start and a
+# cached kernel load included, the same in every arm), the three arms back to back in each
+# round: one 1-thread process of half the envs alone; two such processes at once (nothing
+# shared but the machine); one 2-thread process of all the envs (the pool). The rates each
+# process reports itself are not summed: the process that finishes first leaves the other
+# running alone, which inflates a sum. "pool / processes" is the per-round ratio of the last
+# two arms: how much of what the two cores give at that moment the pool gets.
+bench() {  # envs threads steps
   "$gbx" bench --backend cpu --rom "$rom" --envs "$1" --threads "$2" --frames-per-step "$fps" \
-    --stage emulate_only --steps "$steps" --warmup-steps 1 >/dev/null 2>&1
+    --stage emulate_only --steps "$3" --warmup-steps 1 >/dev/null 2>&1
 }
 now() { date +%s.%N; }
-procs=()
-threads=()
-for r in $(seq 1 "$((rounds / 2 > 2 ? rounds / 2 : 2))"); do
-  t0=$(now); bench "$half" 1; t1=$(now)
-  bench "$half" 1 & pa=$!
-  bench "$half" 1 & pb=$!
-  wait "$pa" "$pb"; t2=$(now)
-  bench "$((2 * half))" 2; t3=$(now)
-  procs+=("$(python3 -c "import sys; a,b,c=map(float,sys.argv[1:]); print(f'{2*(b-a)/(c-b):.3f}')" "$t0" "$t1" "$t2")")
-  threads+=("$(python3 -c "import sys; a,b,c,d=map(float,sys.argv[1:]); print(f'{2*(b-a)/(d-c):.3f}')" "$t0" "$t1" "$t2" "$t3")")
-done
-python3 - "$half" "${#procs[@]}" "${procs[@]}" "${threads[@]}" <<'EOF'
+control_rounds=$((rounds / 2 > 2 ? rounds / 2 : 2))
+IFS=, read -r -a env_list <<<"$envs"
+for n in "${env_list[@]}"; do
+  half=$(((n + 1) / 2))
+  steps=$((4096 / n > 2 ? 4096 / n : 2))
+  times=()
+  for _ in $(seq 1 "$control_rounds"); do
+    t0=$(now); bench "$half" 1 "$steps"; t1=$(now)
+    bench "$half" 1 "$steps" & pa=$!
+    bench "$half" 1 "$steps" & pb=$!
+    wait "$pa" "$pb"; t2=$(now)
+    bench "$((2 * half))" 2 "$steps"; t3=$(now)
+    times+=("$t0,$t1,$t2,$t3")
+  done
+  python3 - "$half" "${times[@]}" <<'EOF'
 import statistics, sys
-half, n = sys.argv[1], int(sys.argv[2])
-procs = [float(x) for x in sys.argv[3:3 + n]]
-threads = [float(x) for x in sys.argv[3 + n:]]
+half = int(sys.argv[1])
+rounds = [[float(x) for x in r.split(",")] for r in sys.argv[2:]]
+procs = [2 * (b - a) / (c - b) for a, b, c, d in rounds]
+threads = [2 * (b - a) / (d - c) for a, b, c, d in rounds]
+pool = [t / p for t, p in zip(threads, procs)]
 def show(v):
     return f"median {statistics.median(v):.3f}x ({' '.join(f'{r:.3f}' for r in v)})"
-print(f"control, wall clock vs one 1-thread process of {half} envs alone, {n} rounds:")
+print(f"control at {2 * half} envs, wall clock vs one 1-thread process of {half} envs alone, "
+      f"{len(rounds)} rounds:")
 print(f"  two 1-thread processes at once: {show(procs)}")
-print(f"  one 2-thread process of {2 * int(half)} envs: {show(threads)}")
+print(f"  one 2-thread process:           {show(threads)}")
+print(f"  pool / processes:               {show(pool)}")
 EOF
+done
 echo "load after:  $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -156,23 +156,39 @@ TEST_CASE("specialized cuda kernels end identically to the cpu interpreter on bu
   CHECK(n >= 3);
 }
 
+// ARROWS on 2 envs: the cpu interpreter, and cuda under auto (8 frames of profile). With a
+// tiered start the profiling interpreter is a quick compile (unless an optimized one is
+// cached) and the specialized kernel, optimized, is the one that follows it.
+namespace {
+struct AutoPair {
+  Rom rom;
+  std::unique_ptr<Backend> ref;
+  std::unique_ptr<CudaBackend> dut;
+};
+AutoPair arrows_auto_pair() {
+  AutoPair p;
+  auto rom = load_rom("builtin:ARROWS");
+  REQUIRE(rom.ok());
+  p.rom = std::move(*rom);
+  BackendConfig cfg = config(2);
+  p.ref = make("cpu", p.rom, cfg);
+  cfg.specialize_auto_frames = 8;
+  cfg.tiered_start = true;
+  auto made = CudaBackend::create(p.rom, cfg);
+  REQUIRE_MESSAGE(made.ok(), (made.ok() ? "" : made.error().message));
+  p.dut = std::move(*made);
+  return p;
+}
+}  // namespace
+
 TEST_CASE("auto on cuda: device profile, background compile, swap between steps, exact") {
   // As test_specialize's cpu case: after the step that starts the compile, steps keep
   // returning while it is "compiling" (a step that waited would find it done), and after
   // the swap every env ends exactly where the plain interpreter does.
   if (!have_device()) return;
-  auto rom = load_rom("builtin:ARROWS");
-  REQUIRE(rom.ok());
-  const int envs = 2;
-  BackendConfig cfg = config(envs);
-  auto ref = make("cpu", *rom, cfg);
-  cfg.specialize_auto_frames = 8;
-  // With a tiered start the profiling interpreter is a quick compile (unless an optimized one
-  // is cached) and the specialized kernel, optimized, is the one that follows it.
-  cfg.tiered_start = true;
-  auto made = CudaBackend::create(*rom, cfg);
-  REQUIRE_MESSAGE(made.ok(), (made.ok() ? "" : made.error().message));
-  CudaBackend& dut = **made;
+  AutoPair pair = arrows_auto_pair();
+  Backend& ref = *pair.ref;
+  CudaBackend& dut = *pair.dut;
   CHECK(dut.specialize_status() == "profiling");
   CHECK(dut.kernel().build.build.source.params.profile);
   CHECK(quick_compiled(dut) == dut.started_fast());
@@ -180,7 +196,7 @@ TEST_CASE("auto on cuda: device profile, background compile, swap between steps,
   std::mt19937_64 rng(7);
   int steps_while_compiling = 0;
   step_both_until(
-      *ref, dut, rng, 60, [&] { return dut.specialize_status() == "specialized"; },
+      ref, dut, rng, 60, [&] { return dut.specialize_status() == "specialized"; },
       [&](int frames) {
         const std::string st = dut.specialize_status();
         REQUIRE_MESSAGE(st.rfind("failed", 0) != 0, st);
@@ -193,11 +209,33 @@ TEST_CASE("auto on cuda: device profile, background compile, swap between steps,
   const SynthParams& p = dut.kernel().build.build.source.params;
   CHECK_FALSE(p.profile);
   REQUIRE(p.specialize);
-  CHECK(p.specialize->rom == rom->bytes);
+  CHECK(p.specialize->rom == pair.rom.bytes);
   CHECK_FALSE(p.specialize->blocks.empty());
   CHECK_FALSE(quick_compiled(dut));
   CHECK(dut.start_tier() == "optimized");
-  check_same_envs(*ref, dut);
+  check_same_envs(ref, dut);
+}
+
+TEST_CASE("finish_tier_up on cuda: waits for the specialized kernel and swaps it in, exact") {
+  // What verify and bench do under auto. The inputs of the case above, so that its
+  // specialized kernel is usually in the cache already.
+  if (!have_device()) return;
+  AutoPair pair = arrows_auto_pair();
+  Backend& ref = *pair.ref;
+  CudaBackend& dut = *pair.dut;
+  REQUIRE(dut.finish_tier_up().ok());  // profiling: nothing to wait for yet
+  CHECK(dut.specialize_status() == "profiling");
+  std::mt19937_64 rng(7);
+  step_both_until(
+      ref, dut, rng, 1, [&] { return dut.specialize_status() != "profiling"; }, [](int) {});
+  REQUIRE(dut.specialize_status() == "compiling");
+  REQUIRE(dut.finish_tier_up().ok());
+  CHECK(dut.specialize_status() == "specialized");
+  CHECK(dut.start_tier() == "optimized");
+  REQUIRE(dut.kernel().build.build.source.params.specialize);
+  step_both_until(
+      ref, dut, rng, 10, [] { return true; }, [](int) {});
+  check_same_envs(ref, dut);
 }
 
 TEST_CASE("tiered start on cuda: quick kernel first, optimized swapped in between steps, exact") {

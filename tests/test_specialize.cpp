@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "gbx/engine/kernel_builder.h"
@@ -13,6 +15,7 @@
 #include "gbx/runtime/cpu_backend.h"
 #include "gbx/runtime/rom_builder.h"
 #include "gbx/runtime/specialize.h"
+#include "test_util.h"
 
 using namespace gbx;
 
@@ -392,4 +395,82 @@ TEST_CASE("auto: steps go on while the specialized kernel compiles, then it swap
     REQUIRE(b.ok());
     CHECK(a.value() == b.value());
   }
+}
+
+TEST_CASE("finish_tier_up waits for the compile and swaps the specialized kernel in") {
+  auto rom = load_rom("builtin:ALU_LOOP");
+  REQUIRE(rom.ok());
+  BackendConfig cfg;
+  cfg.num_envs = 1;
+  cfg.stage = Stage::FullStep;
+  cfg.render = true;  // as make_cpu's reference: the framebuffer is compared too
+  cfg.threads = 1;
+  cfg.specialize_auto_frames = 2;
+  auto dut = CpuBackend::create(rom.value(), cfg);
+  REQUIRE_MESSAGE(dut.ok(), (dut.ok() ? "" : dut.error().message));
+  auto ref = make_cpu(rom.value(), nullptr, 1);
+  REQUIRE(dut.value()->finish_tier_up().ok());  // still profiling: nothing to wait for
+  CHECK(dut.value()->specialize_status() == "profiling");
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE(ref->step({}).ok());
+    REQUIRE(dut.value()->step({}).ok());
+  }
+  CHECK(dut.value()->specialize_status() == "compiling");
+  const std::string interpreter_key = dut.value()->kernel_key();
+  REQUIRE(dut.value()->finish_tier_up().ok());
+  CHECK(dut.value()->specialize_status() == "specialized");
+  CHECK(dut.value()->kernel_key() != interpreter_key);
+  for (int i = 0; i < 20; ++i) {
+    REQUIRE(ref->step({}).ok());
+    REQUIRE(dut.value()->step({}).ok());
+  }
+  CHECK(ref->save_state(0).value() == dut.value()->save_state(0).value());
+}
+
+TEST_CASE("the tools under --specialize auto: verify checks, bench times the specialized kernel") {
+  // A run never waits for the compile, so a verify or a bench that did not would check or
+  // time the profiling interpreter while it claims the specialized kernel.
+  test::TempDir d;
+  const std::string gbx = test::tool("gbx-run");
+  const std::string verify = gbx +
+                             " verify --ref cpu --dut cpu --dut-specialize auto:4 --rom "
+                             "builtin:ARROWS --frames-per-step 2 --actions seeded_random "
+                             "--seed 3 --screen --out '" +
+                             d.path.string() + "' --steps ";
+  auto v = test::run_command(verify + "12");
+  CAPTURE(v.output);
+  CHECK(v.exit_code == 0);
+  CHECK(v.output.find("verify: match (12 steps") == 0);
+  CHECK(v.output.find("dut cpu specialized from step 3,") != std::string::npos);
+  // Too few steps to reach the specialized kernel: refused, not a vacuous match.
+  auto short_run = test::run_command(verify + "2");
+  CAPTURE(short_run.output);
+  CHECK(short_run.exit_code == 2);
+  CHECK(test::count_lines(short_run.output) == 1);
+  CHECK(short_run.output.find("runs from step 3; --steps 2 ends before it") != std::string::npos);
+
+  const auto json_path = d.path / "bench.json";
+  auto b = test::run_command(gbx +
+                             " bench --backend cpu --rom builtin:ARROWS --specialize auto:4 "
+                             "--envs 2 --steps 3 --warmup-steps 1 --json '" +
+                             json_path.string() + "'");
+  CAPTURE(b.output);
+  REQUIRE(b.exit_code == 0);
+  CHECK(b.output.find("specialized kernel timed, in after 4 profiled steps") != std::string::npos);
+  std::ifstream f(json_path);
+  const auto sweep = nlohmann::json::parse(f);
+  CHECK(sweep["config"]["specialize"] == "auto:4");
+  CHECK(sweep["results"][0]["tier_up_steps"] == 4);
+
+  // A run says which steps ran on it; here none did (the profile outlasts the run).
+  auto r = test::run_command(gbx + " run --rom builtin:ARROWS --specialize auto:8 --frames 3");
+  CAPTURE(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("specialize auto:8: still profiling when the run ended (3 steps)") !=
+        std::string::npos);
+  auto m = test::run_command(gbx + " run --backend mgba --specialize auto --frames 1");
+  CHECK(m.exit_code == 2);
+  CHECK(m.output ==
+        "error: --specialize is for the cpu and cuda backends (mgba runs mGBA's own "
+        "interpreter)\n");
 }

@@ -164,6 +164,28 @@ void print_start_tier(const CudaBackend& cuda) {
         cuda.start_tier().c_str());
 }
 
+// --specialize auto: which steps ran on the specialized kernel (a run never waits for it).
+void print_specialize(const Backend& be, const std::string& option, long long first_step,
+                      long long steps) {
+  const std::string status = be.specialize_status();
+  std::printf("specialize %s: ", option.c_str());
+  if (first_step > 0 && first_step <= steps)
+    std::printf("specialized kernel from step %lld of %lld\n", first_step, steps);
+  else if (status == "profiling")
+    std::printf(
+        "still profiling when the run ended (%lld steps): no step ran on the "
+        "specialized kernel\n",
+        steps);
+  else if (status == "specialized")
+    std::printf("specialized kernel ready after the last step: no step ran on it\n");
+  else if (status == "compiling")
+    std::printf(
+        "compiling when the run ended: no step ran on the specialized kernel (the "
+        "compile finishes before exit and is cached for the next run)\n");
+  else
+    std::printf("%s; the run stayed on the interpreter\n", status.c_str());
+}
+
 int cmd_run(const RunOptions& o) {
   auto stage = parse_stage(o.stage);
   if (!stage) return tool::fail(make_error(ErrorKind::Usage, "unknown stage '" + o.stage + "'"));
@@ -266,8 +288,13 @@ int cmd_run(const RunOptions& o) {
   if (o.action < 0 || o.action > 0xFF)
     return tool::fail(make_error(ErrorKind::Usage, "--action must be a button mask 0..255"));
   const std::vector<int32_t> actions(o.action ? (size_t)be.num_envs() : 0, o.action);
-  for (long long i = 0; i < steps; ++i)
+  const bool tiering = cfg.specialize_auto_frames > 0;
+  long long specialized_from = 0;  // auto: the first step (1-based) on the specialized kernel
+  for (long long i = 0; i < steps; ++i) {
     if (auto st = be.step(actions); !st) return tool::fail(st.error());
+    if (tiering && specialized_from == 0 && be.specialize_status() == "specialized")
+      specialized_from = i + 2;  // swapped in after this step
+  }
   if (auto st = be.sync(); !st) return tool::fail(st.error());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double frames = (double)steps * o.frames_per_step * (double)o.envs;
@@ -279,6 +306,7 @@ int cmd_run(const RunOptions& o) {
   if (const auto* cpu = dynamic_cast<const CpuBackend*>(&be))
     print_kernel_load(*cpu, plan_ms, plan_cpu_ms);
   if (const auto* cuda = dynamic_cast<const CudaBackend*>(&be)) print_start_tier(*cuda);
+  if (tiering) print_specialize(be, o.specialize, specialized_from, steps);
   if (o.print_state || !o.serial) {
     auto s = be.get_cpu_state(o.env);
     if (!s) return tool::fail(s.error());

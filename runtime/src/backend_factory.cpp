@@ -17,7 +17,13 @@ Result<std::unique_ptr<Backend>> make_backend(const std::string& name, const Rom
     if (!b) return b.take_error();
     return std::unique_ptr<Backend>(std::move(b.value()));
   }
-  if (name == "mgba") return make_mgba_backend(rom, config);
+  if (name == "mgba") {
+    if (config.specialize || config.specialize_auto_frames > 0)
+      return make_error(ErrorKind::Usage,
+                        "--specialize is for the cpu and cuda backends (mgba runs mGBA's own "
+                        "interpreter)");
+    return make_mgba_backend(rom, config);
+  }
   return make_error(ErrorKind::Usage, "unknown backend '" + name + "' (cpu, cuda, mgba)");
 }
 

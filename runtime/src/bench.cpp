@@ -165,10 +165,7 @@ Result<json> run_bench(const BenchOptions& o) {
     std::unique_ptr<Backend> be = std::move(made.value());
     if (auto st = be->reset(0); !st) return st.take_error();
     r.setup_seconds = since(t0);
-    if (kernel_key.empty()) kernel_key = be->kernel_key();
 
-    // Warm-up (caches, page faults, lazy module loading); with auto steps it also sets the
-    // length of the timed window, so it runs at least once then.
     // Actions are drawn step by step inside the timed loop, as an RL loop hands them over
     // (cheap next to a step: a hash per env, or a copy from the file).
     std::vector<int32_t> actions;
@@ -177,6 +174,24 @@ Result<json> run_bench(const BenchOptions& o) {
       policy->fill(step_index++, n, actions);
       return be->step(actions);
     };
+    // --specialize auto: profile, then wait for the specialized kernel (a run would go on
+    // meanwhile on the interpreter, which the timed window would then partly measure).
+    if (cfg.specialize_auto_frames > 0) {
+      t0 = Clock::now();
+      while (be->specialize_status() == "profiling")
+        if (auto st = step(); !st) return st.take_error();
+      if (auto st = be->finish_tier_up(); !st) return st.take_error();
+      if (be->specialize_status() != "specialized")
+        return make_error(
+            ErrorKind::Runtime,
+            "--specialize " + o.specialize + ": the specialized kernel " + be->specialize_status());
+      r.tier_up_steps = step_index;
+      r.tier_up_seconds = since(t0);
+    }
+    if (kernel_key.empty()) kernel_key = be->kernel_key();
+
+    // Warm-up (caches, page faults, lazy module loading); with auto steps it also sets the
+    // length of the timed window, so it runs at least once then.
     r.warmup_steps = o.steps == 0 ? std::max<int64_t>(1, o.warmup_steps) : o.warmup_steps;
     t0 = Clock::now();
     for (int64_t i = 0; i < r.warmup_steps; ++i)
@@ -213,7 +228,12 @@ Result<json> run_bench(const BenchOptions& o) {
     if (o.done)
       o.done(where + ": " + fmt("%.0f", r.total_sps) + " env-steps/s, " +
              fmt("%.0f", r.frames_per_sec) + " frames/s (" + std::to_string(r.steps) +
-             " steps in " + fmt("%.2f", r.seconds) + " s)");
+             " steps in " + fmt("%.2f", r.seconds) + " s" +
+             (r.tier_up_steps > 0
+                  ? "; specialized kernel timed, in after " + std::to_string(r.tier_up_steps) +
+                        " profiled steps and " + fmt("%.2f", r.tier_up_seconds) + " s"
+                  : std::string()) +
+             ")");
     results.push_back({{"num_envs", r.num_envs},
                        {"steps", r.steps},
                        {"seconds", r.seconds},
@@ -227,6 +247,8 @@ Result<json> run_bench(const BenchOptions& o) {
                        {"setup_seconds", r.setup_seconds},
                        {"warmup_steps", r.warmup_steps},
                        {"warmup_seconds", r.warmup_seconds},
+                       {"tier_up_steps", r.tier_up_steps},
+                       {"tier_up_seconds", r.tier_up_seconds},
                        {"rss_bytes", r.rss_bytes}});
   }
 
@@ -250,6 +272,7 @@ Result<json> run_bench(const BenchOptions& o) {
                 {"release_after_frames", o.release_after_frames},
                 {"stage", stage},
                 {"threads", o.threads},
+                {"specialize", o.specialize},
                 {"rtc_lock", o.rtc_lock},
                 {"layout", to_string(o.layout)},
                 {"sync_every", o.sync_every},

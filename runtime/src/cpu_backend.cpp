@@ -187,6 +187,13 @@ void CpuBackend::auto_tier_after_step(int frames) {
   }
 }
 
+Status CpuBackend::finish_tier_up() {
+  if (auto_status_ != "compiling") return ok_status();
+  auto_compile_.wait();
+  auto_tier_after_step(0);  // ready now: swaps it in (or records why it failed)
+  return ok_status();
+}
+
 Status CpuBackend::step(const std::vector<int32_t>& actions) {
   Status st = run(actions, cfg_.frames_per_step, nullptr);
   if (st && cfg_.specialize_auto_frames > 0) auto_tier_after_step(cfg_.frames_per_step);

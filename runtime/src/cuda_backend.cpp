@@ -882,6 +882,15 @@ void CudaBackend::specialization_failed(const std::string& why) {
                         TierGoal::Optimized);
 }
 
+Status CudaBackend::finish_tier_up() {
+  // A failed specialization after a quick start compiles the optimized interpreter next.
+  while (tier_status_ != "profiling" && tier_compile_.valid()) {
+    tier_compile_.wait();
+    tier_after_step();  // ready now: swaps it in (or records why it failed)
+  }
+  return ok_status();
+}
+
 void CudaBackend::tier_after_step() {
   if (tier_status_ == "profiling") {
     tier_frames_ += cfg_.frames_per_step;

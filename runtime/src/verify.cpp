@@ -121,8 +121,12 @@ class Verifier {
     auto dut = make_backend(o_.dut, rom_, cfg);
     if (!dut) return dut.take_error();
     dut_ = std::move(dut.value());
+    if (cfg.specialize) dut_kernel_ = "specialized";
     return ok_status();
   }
+
+  // What the dut runs: see VerifyReport::dut_kernel.
+  const std::string& dut_kernel() const { return dut_kernel_; }
 
   Status reset() {
     if (auto st = ref_->reset(o_.seed); !st) return st;
@@ -136,6 +140,7 @@ class Verifier {
       if (auto st = b->step(action); !st) return st;
       if (auto st = b->sync(); !st) return st;
     }
+    if (Status st = tier_up(step); !st) return st;
     if (o_.fault && o_.fault->step == step) {
       auto s = dut_->get_cpu_state(0);
       if (!s) return s.take_error();
@@ -210,9 +215,25 @@ class Verifier {
   const Rom& rom() const { return rom_; }
 
  private:
+  // --dut-specialize auto: a run would go on while the specialized kernel compiles; verify
+  // waits for it after the profile's last step, so every later step checks that kernel.
+  Status tier_up(int64_t step) {
+    if (dut_->specialize_status() == "compiling")
+      if (Status st = dut_->finish_tier_up(); !st) return st;
+    const std::string status = dut_->specialize_status();
+    if (status.rfind("failed", 0) == 0)
+      return make_error(ErrorKind::Runtime, "--dut-specialize " + o_.dut_specialize +
+                                                ": the specialized kernel " + status +
+                                                " (after step " + std::to_string(step) + ")");
+    if (status == "specialized" && dut_kernel_.empty())
+      dut_kernel_ = "specialized from step " + std::to_string(step + 1);
+    return ok_status();
+  }
+
   const VerifyOptions& o_;
   Rom rom_;
   std::unique_ptr<Backend> ref_, dut_;
+  std::string dut_kernel_;
 };
 
 Status validate(const VerifyOptions& o) {
@@ -232,6 +253,20 @@ Status validate(const VerifyOptions& o) {
                  std::to_string(o.steps));
   for (const MemRegion& r : o.regions)
     if (r.lo >= r.hi || r.hi > 0x10000) return usage("bad memory region " + r.label());
+  if (o.dut_specialize.rfind("auto", 0) == 0) {
+    BackendConfig cfg;
+    if (Status st = apply_specialize_option(o.dut_specialize, Rom{}, cfg); !st) return st;
+    // The profile ends with step ceil(N / frames-per-step); the specialized kernel runs from
+    // the step after it. A check that never reaches it would check nothing it was asked to.
+    const int64_t profile_steps =
+        (cfg.specialize_auto_frames + o.frames_per_step - 1) / o.frames_per_step;
+    if (o.steps <= profile_steps)
+      return usage("--dut-specialize " + o.dut_specialize + " profiles " +
+                   std::to_string(cfg.specialize_auto_frames) +
+                   " frames, so the specialized kernel runs from step " +
+                   std::to_string(profile_steps + 1) + "; --steps " + std::to_string(o.steps) +
+                   " ends before it");
+  }
   return ok_status();
 }
 
@@ -554,14 +589,15 @@ int32_t action_for_step(ActionGen g, uint64_t seed, int64_t step) {
 }
 
 std::string VerifyReport::verdict() const {
+  const std::string dut_text = dut + (dut_kernel.empty() ? "" : " " + dut_kernel);
   if (match)
     return "verify: match (" + std::to_string(steps) + " steps, " + std::to_string(comparisons) +
-           " comparisons, ref " + ref + ", dut " + dut + ", rom " + rom_name + ")";
+           " comparisons, ref " + ref + ", dut " + dut_text + ", rom " + rom_name + ")";
   std::string first = diffs.empty()
                           ? std::string("none recorded")
                           : diffs[0].field + " ref=" + diffs[0].ref + " dut=" + diffs[0].dut;
   return "verify: MISMATCH at step " + std::to_string(mismatch_step) + " (first diff: " + first +
-         "); bundle: " + bundle.string();
+         "; dut " + dut_text + "); bundle: " + bundle.string();
 }
 
 Result<VerifyReport> run_verify(const VerifyOptions& o) {
@@ -606,6 +642,7 @@ Result<VerifyReport> run_verify(const VerifyOptions& o) {
   }
   if (detected == 0) {
     rep.steps = o.steps;
+    rep.dut_kernel = v.dut_kernel();
     return rep;
   }
 
@@ -645,6 +682,7 @@ Result<VerifyReport> run_verify(const VerifyOptions& o) {
   auto bundle = write_bundle(in);
   if (!bundle) return bundle.take_error();
   rep.bundle = bundle.value();
+  rep.dut_kernel = v.dut_kernel();
   return rep;
 }
 

@@ -221,6 +221,16 @@ class Backend {
   }
   // Cache key of the kernel this backend runs ("" for mgba).
   virtual std::string kernel_key() const { return {}; }
+  // The ROM-specialized kernel under BackendConfig::specialize_auto_frames (README
+  // "ROM-specialized kernels"): "profiling", "compiling", "specialized" or "failed: why";
+  // "off" without auto. A step that ends the profile starts the compile; the first step
+  // after the compile is done swaps the kernel in, so the step after that runs on it.
+  virtual std::string specialize_status() const { return "off"; }
+  // Waits for a kernel compiling in the background (the specialized kernel under auto; on
+  // cuda also the optimized one after a tiered start) and puts it in for the next step.
+  // Nothing to wait for is no error. Runs never call it (they must not wait on a compile);
+  // verify and bench do, so that what they check or time is the kernel they name.
+  virtual Status finish_tier_up() { return ok_status(); }
   // Test-only: overwrites one register of env (a name accepted by set_cpu_register). Verify's
   // --inject-fault uses it to prove the mismatch path end to end.
   virtual Status debug_poke_register(int env, const std::string& reg, uint16_t value) {

@@ -39,7 +39,7 @@ struct BenchOptions {
   int64_t sync_every = 64;
   int device_index = 0;
   int block_size = 0;  // cuda threads per block; 0 = the backend's choice
-  std::string label;  // name of the sweep in reports; "" = backend, "-t<threads>" if given
+  std::string label;   // name of the sweep in reports; "" = backend, "-t<threads>" if given
   // Action policy (action_policy.h): "random" (default, seeded per env per step), "none" or
   // a file of action bytes. Recorded in the sweep's config.actions.
   std::string actions = "random";
@@ -65,6 +65,10 @@ struct BenchResult {
   double setup_seconds = 0;
   int64_t warmup_steps = 0;
   double warmup_seconds = 0;
+  // --specialize auto: steps profiled and seconds until the specialized kernel was in
+  // (untimed, before the warm-up); 0 otherwise.
+  int64_t tier_up_steps = 0;
+  double tier_up_seconds = 0;
   uint64_t rss_bytes = 0;  // process RSS after the run
 };
 

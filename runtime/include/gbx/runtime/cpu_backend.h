@@ -64,8 +64,8 @@ class CpuBackend : public Backend {
   int threads() const { return threads_; }
   // Profiling kernels (BackendConfig::profile): instructions executed per ROM offset so far.
   const std::vector<uint32_t>& profile_counts() const { return profile_counts_; }
-  // specialize_auto_frames: "profiling", "compiling", "specialized" (or "failed: ..."); "off".
-  std::string specialize_status() const { return auto_status_; }
+  std::string specialize_status() const override { return auto_status_; }
+  Status finish_tier_up() override;
   ~CpuBackend() override;
 
  private:

@@ -75,9 +75,9 @@ class CudaBackend : public Backend {
   const CudaDeviceKernel& kernel() const { return kernel_; }
   LaunchShape launch_shape() const { return shape_; }
   const std::vector<std::string>& warnings() const { return kernel_.build.build.warnings; }
-  // ROM specialization (design.md section 10). cfg.specialize_auto_frames: "profiling",
-  // "compiling", "specialized" (or "failed: ..."), as on the cpu backend; otherwise "off".
-  std::string specialize_status() const { return tier_status_; }
+  // ROM specialization (design.md section 10): see Backend::specialize_status.
+  std::string specialize_status() const override { return tier_status_; }
+  Status finish_tier_up() override;
   // Tiered start (cfg.tiered_start, README "Compile time"): "optimized" when the optimized
   // kernel runs; "fast" while the quick compile runs and the optimized kernel compiles in the
   // background; "fast (the optimized compile failed: ...)".

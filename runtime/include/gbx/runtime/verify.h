@@ -88,6 +88,9 @@ struct VerifyReport {
   int64_t detected_at_step = 0;  // the comparison that first saw it (>= mismatch_step)
   std::vector<FieldDiff> diffs;
   std::filesystem::path bundle;  // the mismatch bundle directory
+  // --dut-specialize: "specialized" (profile:FILE, every step), "specialized from step K"
+  // (auto: the steps before K ran on the profiling interpreter); "" when off.
+  std::string dut_kernel;
 
   // "verify: match (...)" or "verify: MISMATCH at step S (first diff: ...); bundle: ...".
   std::string verdict() const;

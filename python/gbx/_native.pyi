@@ -38,6 +38,7 @@ class Backend:
         gather: Sequence[int] = ...,
         render: bool = False,
         tiered_start: bool = False,
+        specialize: str = "off",
     ) -> None:
         """obs: "vec" | "pixels" (obs_format full | half | packed); gather: bus addresses the
         RAM-gather epilog copies out per env; render: draw the screen every frame;
@@ -72,6 +73,11 @@ class Backend:
     @property
     def start_tier(self) -> str:
         """cuda tiered start: "fast" until the optimized kernel is swapped in, then "optimized"."""
+    @property
+    def specialize_status(self) -> str:
+        """specialize="auto[:N]": "profiling", "compiling", "specialized" or "failed: why"; else "off"."""
+    def finish_tier_up(self) -> None:
+        """Waits for a kernel compiling in the background and swaps it in for the next step."""
     @property
     def rom_name(self) -> str: ...
     @property

@@ -69,6 +69,12 @@ class VecEnv(gym.vector.VectorEnv):
       slower) while the optimized kernel compiles in the background; it is swapped in between
       steps (``backend.start_tier`` says which runs). ``close()`` waits for a compile still
       running, which lands in the cache for the next run. False: the constructor waits.
+    - ``specialize`` (cpu, cuda): ``"off"``, ``"profile:FILE"`` (a profile written by
+      ``gbx-synth profile``) or ``"auto[:N]"``: the ROM-specialized kernel (the cartridge's
+      hot code compiled into the kernel, bit-identical to the interpreter). With auto the
+      first N frames (default 60) run on a profiling interpreter, then the specialized kernel
+      compiles in the background and is swapped in between steps; no step waits for it.
+      ``backend.specialize_status`` says where it is; ``backend.finish_tier_up()`` waits.
 
     Autoreset is Gymnasium's NEXT_STEP: the ``step`` after an env's episode ended resets that
     env (its action is ignored) and returns its first observation with reward 0 and
@@ -100,6 +106,7 @@ class VecEnv(gym.vector.VectorEnv):
         render_mode: str | None = None,
         frame_stack: int = 1,
         tiered_start: bool = False,
+        specialize: str = "off",
     ):
         if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool):
             raise ValueError(f"num_envs must be an int, got {type(num_envs).__name__}")
@@ -144,6 +151,7 @@ class VecEnv(gym.vector.VectorEnv):
             gather=list(self._obs_spec.ram),
             render=render_mode == "rgb_array",
             tiered_start=bool(tiered_start),
+            specialize=str(specialize),
         )
         self.num_envs = int(num_envs)
         self.device = device

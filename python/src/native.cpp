@@ -22,6 +22,7 @@
 #include "gbx/runtime/env_state.h"
 #include "gbx/runtime/rom.h"
 #include "gbx/runtime/save_state.h"
+#include "gbx/runtime/specialize.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -83,7 +84,7 @@ class Native {
          const std::string& stage, const std::string& reward, const std::string& done,
          const std::vector<std::string>& track, const std::string& obs_kind,
          const std::string& obs_format, const std::vector<int>& gather, bool render,
-         bool tiered_start) {
+         bool tiered_start, const std::string& specialize) {
     if (rom_bytes.size() > 0) {
       const auto* p = static_cast<const uint8_t*>(rom_bytes.data());
       rom_ = unwrap(gbx::rom_from_bytes(rom_spec.empty() ? "bytes" : rom_spec,
@@ -104,6 +105,8 @@ class Native {
     cfg.done_expr = done;
     cfg.track = track;
     cfg.tiered_start = tiered_start;
+    if (auto s = gbx::apply_specialize_option(specialize, rom_, cfg); !s)
+      throw nb::value_error(s.error().message.c_str());
     configure_outputs(cfg, obs_kind, obs_format, gather, render);
     if (backend == "mgba" && (!reward.empty() || !done.empty() || !track.empty()))
       throw nb::value_error(
@@ -223,6 +226,14 @@ class Native {
   std::string start_tier() const {
     auto* c = dynamic_cast<gbx::CudaBackend*>(backend_.get());
     return c ? c->start_tier() : "optimized";
+  }
+  std::string specialize_status() const { return backend_->specialize_status(); }
+  void finish_tier_up() {
+    {
+      nb::gil_scoped_release release;  // a compile takes seconds
+      check_nogil(backend_->finish_tier_up());
+    }
+    raise_pending();
   }
   std::string rom_name() const { return rom_.name; }
   std::string rom_sha256() const { return rom_.sha256; }
@@ -599,12 +610,13 @@ NB_MODULE(_native, m) {
       .def(nb::init<const std::string&, nb::bytes, const std::string&, int, int, int, int, int,
                     const std::string&, const std::string&, const std::string&,
                     const std::vector<std::string>&, const std::string&, const std::string&,
-                    const std::vector<int>&, bool, bool>(),
+                    const std::vector<int>&, bool, bool, const std::string&>(),
            "rom"_a, "rom_bytes"_a = nb::bytes(""), "backend"_a = "cpu", "num_envs"_a = 1,
            "frames_per_step"_a = 1, "release_after_frames"_a = -1, "threads"_a = 0,
            "device_index"_a = 0, "stage"_a = "full_step", "reward"_a = "", "done"_a = "",
            "track"_a = std::vector<std::string>(), "obs"_a = "vec", "obs_format"_a = "full",
-           "gather"_a = std::vector<int>(), "render"_a = false, "tiered_start"_a = false)
+           "gather"_a = std::vector<int>(), "render"_a = false, "tiered_start"_a = false,
+           "specialize"_a = "off")
       .def("reset", &Native::reset, "seed"_a = 0)
       .def("reset_envs", &Native::reset_envs, "mask"_a)
       .def("step", &Native::step, "actions"_a)
@@ -618,6 +630,8 @@ NB_MODULE(_native, m) {
       .def_prop_ro("name", &Native::name)
       .def_prop_ro("kernel_key", &Native::kernel_key)
       .def_prop_ro("start_tier", &Native::start_tier)
+      .def_prop_ro("specialize_status", &Native::specialize_status)
+      .def("finish_tier_up", &Native::finish_tier_up)
       .def_prop_ro("rom_name", &Native::rom_name)
       .def_prop_ro("rom_sha256", &Native::rom_sha256)
       .def_prop_ro("num_envs", &Native::num_envs)

@@ -110,3 +110,15 @@ def test_cuda_without_a_device_is_one_clear_error(gbx):
     e.close()
     with pytest.raises(ValueError, match="no done output"):
         gbx.VecEnv(ROM, num_envs=2, device="cuda:0", done="1")
+
+
+def test_bad_specialize_option(gbx, tmp_path):
+    with pytest.raises(ValueError, match="--specialize must be off, profile:FILE, auto") as ei:
+        gbx.VecEnv(ROM, num_envs=1, specialize="sometimes")
+    one_line(ei)
+    with pytest.raises(ValueError, match="auto:N needs N >= 1") as ei:
+        gbx.VecEnv(ROM, num_envs=1, specialize="auto:0")
+    one_line(ei)
+    with pytest.raises(ValueError) as ei:
+        gbx.VecEnv(ROM, num_envs=1, specialize=f"profile:{tmp_path / 'missing.json'}")
+    one_line(ei)

@@ -39,3 +39,30 @@ def test_cpu_kernel_matches_mgba_on_obs_v0(gbx):
         ref.step(acts)
         np.testing.assert_array_equal(cpu.obs, ref.obs)
         np.testing.assert_array_equal(cpu.reward, ref.reward)
+
+
+def test_specialized_kernel_keeps_the_trajectory(gbx):
+    # specialize="auto:4": 4 frames on the profiling interpreter, then the ROM-specialized
+    # kernel (finish_tier_up waits for its compile, as a step never does); every step's
+    # observation and the final save states equal the plain interpreter's.
+    rom, n = "builtin:ARROWS", 3
+    plain = gbx._native.Backend(rom, num_envs=n, frames_per_step=2, threads=1, render=True)
+    spec = gbx._native.Backend(rom, num_envs=n, frames_per_step=2, threads=1, render=True,
+                               specialize="auto:4")
+    plain.reset(0)
+    spec.reset(0)
+    assert spec.specialize_status == "profiling"
+    assert plain.specialize_status == "off"
+    interpreter_key = spec.kernel_key
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        acts = rng.integers(0, 256, n, dtype=np.int32)
+        plain.step(acts)
+        spec.step(acts)
+        if spec.specialize_status == "compiling":
+            spec.finish_tier_up()
+        np.testing.assert_array_equal(plain.obs, spec.obs)
+    assert spec.specialize_status == "specialized"
+    assert spec.kernel_key != interpreter_key
+    for env in range(n):
+        assert plain.save_state(env) == spec.save_state(env)

@@ -3,6 +3,7 @@
 
     python examples/train_reinforce.py                 # 100 updates of 32 envs x 16 steps
     python examples/train_reinforce.py --updates 30    # what tests/python/test_learning.py runs
+    python examples/train_reinforce.py --specialize auto   # on the ROM-specialized kernel
 
 The game (builtin:ARROWS, README "The ARROWS game") shows one of four big arrows; pressing the
 matching direction scores a point (a u16 at 0xC000). The reward is the score's increase,
@@ -36,7 +37,7 @@ def make_env(args, seed: int) -> gbx.VecEnv:
         "builtin:ARROWS", num_envs=args.envs, frames_per_step=4, release_after_frames=2,
         actions="pokemon8", obs={"pixels": "half"}, track=[f"ram16({SCORE:#x})"],
         reward="val(0) - prev(0)", max_episode_frames=4 * args.episode_steps,
-        noop_max=30, seed=seed, threads=args.threads)
+        noop_max=30, seed=seed, threads=args.threads, specialize=args.specialize)
 
 
 # -- the only pixel preprocessing: screen -> feature vector ---------------------------------
@@ -159,6 +160,9 @@ def parse(argv=None):
     ap.add_argument("--eval-steps", type=int, default=32)
     ap.add_argument("--threads", type=int, default=0, help="kernel threads (0 = all cores)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--specialize", default="off",
+                    help="off | auto[:N] | profile:FILE: the ROM-specialized kernel (README); "
+                         "the same trajectories, faster steps")
     return ap.parse_args(argv)
 
 

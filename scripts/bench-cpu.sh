@@ -3,7 +3,8 @@
 # on one thread / one process), then the cpu backend on 1 vs 2 threads timed interleaved.
 # Prints one table per ROM with the ratios, and the machine's load before and after (the
 # machine may be shared: compare numbers from one run only).
-#   GBX_BENCH_ROMS     ROM files or builtin:NAME   (default: ALU_LOOP and, when sdcc built it,
+#   GBX_BENCH_ROMS     ROM files or builtin:NAME   (default: ALU_LOOP, ARROWS (the learning
+#                                                   game) and, when sdcc built it,
 #                                                   build/roms/cpu_heavy.gb)
 #   GBX_BENCH_ENVS     envs per point              (default 64)
 #   GBX_BENCH_SECS     seconds per point           (default 3)
@@ -38,7 +39,7 @@ out="$root/artifacts/bench-cpu/$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$out/roms"
 # Every column runs the same ROM file (PyBoy takes files only).
 "$gbx" rom build --out "$out/roms" >/dev/null
-roms=${GBX_BENCH_ROMS:-"$out/roms/ALU_LOOP.gb"}
+roms=${GBX_BENCH_ROMS:-"$out/roms/ALU_LOOP.gb $out/roms/ARROWS.gb"}
 if [ -z "${GBX_BENCH_ROMS:-}" ] && [ -f "$build/roms/cpu_heavy.gb" ]; then
   roms="$roms $build/roms/cpu_heavy.gb"
 fi
@@ -75,11 +76,23 @@ for rom in $roms; do
   done
 done
 
-# Threads: 1 vs 2 on the same envs, rounds interleaved so noise hits both alike.
+# Threads: 1 vs 2 on the same envs, rounds interleaved so noise hits both alike; a round of
+# the 1-thread variant lasts about 0.15 s at the interpreter's measured rate (a ROM that mostly
+# halts, as ARROWS does, steps thousands of times a second).
 threads_log="$out/threads.txt"
 for rom in $roms; do
+  name=$(basename "$rom" .gb)
+  per_round=$(python3 - "$out/${name}_interp.json" "$envs" "$fps" <<'EOF'
+import json, sys
+try:
+    fps = max(r["frames_per_sec"] for r in json.load(open(sys.argv[1]))["results"])
+except (OSError, KeyError, ValueError):
+    fps = 0
+print(max(2, round(0.15 * fps / (int(sys.argv[2]) * int(sys.argv[3])))))
+EOF
+)
   "$gbx" bench-stages --backend cpu --rom "$rom" --envs "$envs" --frames-per-step "$fps" \
-    --rounds 10 --steps-per-round 2 --warmup-steps 2 --actions "$actions" \
+    --rounds 10 --steps-per-round "$per_round" --warmup-steps 2 --actions "$actions" \
     --variants emulate_only@t1 emulate_only@t2 | tee -a "$threads_log"
 done
 echo "load after:  $(cut -d' ' -f1-3 /proc/loadavg)"

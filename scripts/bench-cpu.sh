@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Per-core frames/s on the same ROMs, in one run: the cpu interpreter vs mGBA vs PyBoy (each
-# on one thread / one process), then the cpu backend on 1 vs 2 threads timed interleaved.
+# on one thread / one process), then, timed interleaved, the cpu backend on 1 vs 2 threads and
+# the interpreter vs the specialized kernel on one thread.
 # Prints one table per ROM with the ratios, and the machine's load before and after (the
 # machine may be shared: compare numbers from one run only).
 #   GBX_BENCH_ROMS     ROM files or builtin:NAME   (default: ALU_LOOP, ARROWS (the learning
@@ -76,13 +77,12 @@ for rom in $roms; do
   done
 done
 
-# Threads: 1 vs 2 on the same envs, rounds interleaved so noise hits both alike; a round of
-# the 1-thread variant lasts about 0.15 s at the interpreter's measured rate (a ROM that mostly
-# halts, as ARROWS does, steps thousands of times a second).
-threads_log="$out/threads.txt"
-for rom in $roms; do
-  name=$(basename "$rom" .gb)
-  per_round=$(python3 - "$out/${name}_interp.json" "$envs" "$fps" <<'EOF'
+# Interleaved, in one process each (so that noise hits both arms alike): 1 vs 2 threads of
+# the interpreter and, where the spec column ran, the interpreter vs the specialized kernel on
+# one thread (its profile). A round lasts about 0.15 s of the faster arm's measured rate (a ROM
+# that mostly halts, as ARROWS does, steps thousands of times a second).
+steps_for() {  # sweep JSON -> steps per round
+  python3 - "$1" "$envs" "$fps" <<'EOF'
 import json, sys
 try:
     fps = max(r["frames_per_sec"] for r in json.load(open(sys.argv[1]))["results"])
@@ -90,10 +90,21 @@ except (OSError, KeyError, ValueError):
     fps = 0
 print(max(2, round(0.15 * fps / (int(sys.argv[2]) * int(sys.argv[3])))))
 EOF
-)
-  "$gbx" bench-stages --backend cpu --rom "$rom" --envs "$envs" --frames-per-step "$fps" \
-    --rounds 10 --steps-per-round "$per_round" --warmup-steps 2 --actions "$actions" \
-    --variants emulate_only@t1 emulate_only@t2 | tee -a "$threads_log"
+}
+interleaved_log="$out/interleaved.txt"
+stages=(--backend cpu --envs "$envs" --frames-per-step "$fps" --rounds 10 --warmup-steps 2
+        --actions "$actions")
+for rom in $roms; do
+  name=$(basename "$rom" .gb)
+  "$gbx" bench-stages "${stages[@]}" --rom "$rom" \
+    --steps-per-round "$(steps_for "$out/${name}_interp.json")" \
+    --variants emulate_only@t1 emulate_only@t2 | tee -a "$interleaved_log"
+  if [ -f "$out/${name}_spec.json.profile" ]; then
+    "$gbx" bench-stages "${stages[@]}" --rom "$rom" \
+      --steps-per-round "$(steps_for "$out/${name}_spec.json")" \
+      --specialize "profile:$out/${name}_spec.json.profile" \
+      --variants emulate_only@t1 emulate_only@t1@spec | tee -a "$interleaved_log"
+  fi
 done
 echo "load after:  $(cut -d' ' -f1-3 /proc/loadavg)"
 echo

@@ -327,8 +327,18 @@ TEST_CASE("bench-stages: @tN variants and actions") {
   CHECK(v->stage == Stage::ObsOnly);
   CHECK(v->obs == ObsKind::Pixels);
   CHECK(parse_stage_variant("emulate_only")->threads == -1);
+  CHECK_FALSE(parse_stage_variant("emulate_only@t2")->specialized);
+  for (const std::string spec : {"emulate_only@t2@spec", "emulate_only@spec@t2"}) {
+    auto s = parse_stage_variant(spec);
+    REQUIRE(s.ok());
+    CHECK(s->specialized);
+    CHECK(s->threads == 2);
+    CHECK(s->label == spec);
+  }
+  CHECK(parse_stage_variant("emulate_only@spec")->threads == -1);
   for (const std::string bad :
-       {"emulate_only@", "emulate_only@2", "emulate_only@t0", "emulate_only@tx", "nope@t1"}) {
+       {"emulate_only@", "emulate_only@2", "emulate_only@t0", "emulate_only@tx", "nope@t1",
+        "emulate_only@spec@spec", "emulate_only@t1@t2", "emulate_only@specs"}) {
     CAPTURE(bad);
     CHECK_FALSE(parse_stage_variant(bad).ok());
   }

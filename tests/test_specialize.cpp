@@ -462,6 +462,21 @@ TEST_CASE("the tools under --specialize auto: verify checks, bench times the spe
   CHECK(sweep["config"]["specialize"] == "auto:4");
   CHECK(sweep["results"][0]["tier_up_steps"] == 4);
 
+  // bench-stages: @spec variants run the kernel --specialize names, profiled and compiled
+  // before the warm-up; without --specialize they are refused.
+  auto st = test::run_command(gbx +
+                              " bench-stages --rom builtin:ARROWS --envs 2 --rounds 2 "
+                              "--steps-per-round 1 --variants emulate_only@t1 "
+                              "emulate_only@t1@spec --specialize auto:4");
+  CAPTURE(st.output);
+  CHECK(st.exit_code == 0);
+  CHECK(st.output.find("emulate_only@t1@spec ") != std::string::npos);
+  auto no_plan = test::run_command(gbx +
+                                   " bench-stages --rom builtin:ARROWS --variants emulate_only "
+                                   "emulate_only@spec");
+  CHECK(no_plan.exit_code == 2);
+  CHECK(no_plan.output.find("needs --specialize") != std::string::npos);
+
   // A run says which steps ran on it; here none did (the profile outlasts the run).
   auto r = test::run_command(gbx + " run --rom builtin:ARROWS --specialize auto:8 --frames 3");
   CAPTURE(r.output);

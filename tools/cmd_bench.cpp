@@ -239,8 +239,12 @@ void register_bench(CLI::App& app, Commands& cmds) {
   sc->add_option("--warmup-steps", st.o.warmup_steps, "untimed steps per variant")
       ->capture_default_str();
   sc->add_option("--variants", st.variants,
-                 "stage[:obs[:format]][@tN] ..., the first is the baseline; @tN: N threads")
+                 "stage[:obs[:format]][@tN][@spec] ..., the first is the baseline; @tN: N "
+                 "threads; @spec: the ROM-specialized kernel (--specialize)")
       ->capture_default_str();
+  sc->add_option("--specialize", st.o.specialize,
+                 "the @spec variants' kernel: profile:FILE | auto[:N] (profiled, and compiled "
+                 "before the warm-up)");
   sc->add_option("--actions", st.o.actions, "random | none | FILE (as for bench)")
       ->capture_default_str();
   sc->add_option("--seed", st.o.action_seed, "seed of --actions random")->capture_default_str();

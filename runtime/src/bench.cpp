@@ -178,14 +178,11 @@ Result<json> run_bench(const BenchOptions& o) {
     // meanwhile on the interpreter, which the timed window would then partly measure).
     if (cfg.specialize_auto_frames > 0) {
       t0 = Clock::now();
-      while (be->specialize_status() == "profiling")
-        if (auto st = step(); !st) return st.take_error();
-      if (auto st = be->finish_tier_up(); !st) return st.take_error();
-      if (be->specialize_status() != "specialized")
-        return make_error(
-            ErrorKind::Runtime,
-            "--specialize " + o.specialize + ": the specialized kernel " + be->specialize_status());
-      r.tier_up_steps = step_index;
+      auto steps = tier_up_now(*be, step);
+      if (!steps)
+        return make_error(ErrorKind::Runtime,
+                          "--specialize " + o.specialize + ": " + steps.error().message);
+      r.tier_up_steps = *steps;
       r.tier_up_seconds = since(t0);
     }
     if (kernel_key.empty()) kernel_key = be->kernel_key();

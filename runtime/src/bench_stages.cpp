@@ -9,6 +9,7 @@
 
 #include "gbx/runtime/action_policy.h"
 #include "gbx/runtime/rom.h"
+#include "gbx/runtime/specialize.h"
 
 namespace gbx {
 namespace {
@@ -26,15 +27,22 @@ Result<StageVariant> parse_stage_variant(const std::string& text) {
   auto bad = [&](const std::string& why) -> Error {
     return make_error(ErrorKind::Usage, "bad stage variant '" + text + "': " + why);
   };
-  std::string body = text;
+  const size_t at = text.find('@');
+  const std::string body = text.substr(0, at);
   int threads = -1;
-  if (const size_t at = text.find('@'); at != std::string::npos) {
-    const std::string t = text.substr(at + 1);
-    if (t.size() < 2 || t.size() > 5 || t[0] != 't' ||
+  bool specialized = false;
+  for (size_t tag = at; tag != std::string::npos;) {
+    const size_t next = text.find('@', tag + 1);
+    const std::string t = text.substr(tag + 1, next == std::string::npos ? next : next - tag - 1);
+    tag = next;
+    if (t == "spec" && !specialized) {
+      specialized = true;
+      continue;
+    }
+    if (threads > 0 || t.size() < 2 || t.size() > 5 || t[0] != 't' ||
         t.find_first_not_of("0123456789", 1) != std::string::npos || std::stoi(t.substr(1)) < 1)
-      return bad("expected @tN with N >= 1 threads after the stage");
+      return bad("expected @tN (N >= 1 threads) and/or @spec after the stage");
     threads = std::stoi(t.substr(1));
-    body = text.substr(0, at);
   }
   std::vector<std::string> parts;
   std::stringstream ss(body);
@@ -44,6 +52,7 @@ Result<StageVariant> parse_stage_variant(const std::string& text) {
   StageVariant v;
   v.label = text;
   v.threads = threads;
+  v.specialized = specialized;
   auto stage = parse_stage(parts[0]);
   if (!stage) return bad("unknown stage '" + parts[0] + "'");
   v.stage = *stage;
@@ -73,12 +82,22 @@ Result<std::vector<VariantResult>> run_interleaved_bench(const InterleavedBenchO
   if (!policy) return policy.take_error();
   auto rom = load_rom(o.rom);
   if (!rom) return rom.take_error();
+  BackendConfig spec_cfg;  // what @spec variants add
+  if (auto st = apply_specialize_option(o.specialize, rom.value(), spec_cfg); !st)
+    return st.take_error();
+  const bool have_spec = spec_cfg.specialize || spec_cfg.specialize_auto_frames > 0;
+  for (const StageVariant& v : o.variants)
+    if (v.specialized && !have_spec)
+      return usage("variant '" + v.label +
+                   "' needs --specialize profile:FILE or auto[:N] for its kernel");
 
   // One backend per (env count, variant), in that order: results of one count are adjacent,
   // its first variant the baseline.
   std::vector<std::unique_ptr<Backend>> backends;
-  std::vector<int64_t> step_index;  // per backend: each sees the policy's same sequence
-  std::vector<size_t> baseline;     // per backend: index of its count's first variant
+  // Per backend: each sees the policy's same sequence (an @spec variant under auto goes on
+  // from where its profile left it).
+  std::vector<int64_t> step_index;
+  std::vector<size_t> baseline;  // per backend: index of its count's first variant
   std::vector<int32_t> actions;
   auto step = [&](size_t k) -> Status {
     policy->fill(step_index[k]++, backends[k]->num_envs(), actions);
@@ -96,10 +115,17 @@ Result<std::vector<VariantResult>> run_interleaved_bench(const InterleavedBenchO
     cfg.stage = v.stage;
     cfg.obs = v.obs;
     cfg.obs_format = v.obs_format;
+    if (v.specialized) {
+      cfg.specialize = spec_cfg.specialize;
+      cfg.specialize_auto_frames = spec_cfg.specialize_auto_frames;
+    }
     auto b = make_backend(o.backend, rom.value(), cfg);
     if (!b) return b.take_error();
     backends.push_back(std::move(b.value()));
     step_index.push_back(0);
+    if (auto steps = tier_up_now(*backends.back(), [&] { return step(backends.size() - 1); });
+        !steps)
+      return make_error(ErrorKind::Runtime, v.label + ": " + steps.error().message);
     for (int i = 0; i < o.warmup_steps; ++i)
       if (auto st = step(backends.size() - 1); !st) return st.take_error();
     if (auto st = backends.back()->sync(); !st) return st.take_error();

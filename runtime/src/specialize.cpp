@@ -80,4 +80,15 @@ Status apply_specialize_option(const std::string& spec, const Rom& rom, BackendC
                     "--specialize must be off, profile:FILE, auto or auto:N (got '" + spec + "')");
 }
 
+Result<int64_t> tier_up_now(Backend& be, const std::function<Status()>& step) {
+  int64_t steps = 0;
+  for (; be.specialize_status() == "profiling"; ++steps)
+    if (Status st = step(); !st) return st.take_error();
+  if (Status st = be.finish_tier_up(); !st) return st.take_error();
+  const std::string status = be.specialize_status();
+  if (status != "specialized" && status != "off")
+    return make_error(ErrorKind::Runtime, "the specialized kernel " + status);
+  return steps;
+}
+
 }  // namespace gbx

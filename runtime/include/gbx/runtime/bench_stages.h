@@ -15,11 +15,13 @@ struct StageVariant {
   Stage stage = Stage::EmulateOnly;
   ObsKind obs = ObsKind::Vec;
   ObsFormat obs_format = ObsFormat::Full;
-  int threads = -1;  // @tN: this variant's cpu threads; -1 = the options' threads
+  int threads = -1;          // @tN: this variant's cpu threads; -1 = the options' threads
+  bool specialized = false;  // @spec: the ROM-specialized kernel (InterleavedBenchOptions)
 };
 
 // "emulate_only" or "obs_only:pixels" or "full_step:pixels:half", each optionally followed by
-// "@tN" (N threads, e.g. "emulate_only@t1" vs "emulate_only@t2" compares thread counts).
+// "@tN" (N threads, e.g. "emulate_only@t1" vs "emulate_only@t2" compares thread counts)
+// and/or "@spec" (the ROM-specialized kernel: "emulate_only@t1@spec").
 Result<StageVariant> parse_stage_variant(const std::string& text);
 
 struct InterleavedBenchOptions {
@@ -36,6 +38,9 @@ struct InterleavedBenchOptions {
   int warmup_steps = 2;
   std::string actions = "random";  // action policy (action_policy.h)
   uint64_t action_seed = 1;
+  // For @spec variants: profile:FILE or auto[:N] (auto profiles and waits for the compile
+  // before the warm-up, so every timed step runs the specialized kernel).
+  std::string specialize;
   std::vector<StageVariant> variants;
 };
 

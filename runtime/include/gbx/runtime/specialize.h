@@ -2,6 +2,7 @@
 // Profiling runs and specialization plans for a ROM (design.md section 10): the runtime side
 // of gbx/engine/specialize.h.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -34,5 +35,10 @@ Result<std::shared_ptr<const SpecPlan>> spec_plan_for(const Rom& rom, const Spec
 // hot set); "auto" or "auto:N" (profile the first N frames, default 60, then compile in the
 // background and swap in between steps; cpu and cuda backends).
 Status apply_specialize_option(const std::string& spec, const Rom& rom, BackendConfig& cfg);
+
+// For benchmarks under auto: calls step() until be's profile is done, then waits for the
+// specialized kernel (Backend::finish_tier_up); an error if it failed. Returns the steps run.
+// No-op (0) when be is not profiling or compiling.
+Result<int64_t> tier_up_now(Backend& be, const std::function<Status()>& step);
 
 }  // namespace gbx

@@ -494,6 +494,51 @@ TEST_CASE("read_memory goes through the kernel and changes nothing") {
   CHECK_FALSE(bad.ok());
 }
 
+// The memory view is what memory holds: VRAM and OAM read as written even when the step
+// ends while the PPU locks them (mode 3; modes 2-3), for the host read and for a reward.
+TEST_CASE("the memory view shows VRAM and OAM while the PPU locks them, rewards too") {
+  Asm a;
+  a.label("vbl").op("LDH A,(a8)", 0x44).op("CP d8", 144).op("JR NZ,r8", "vbl");
+  a.op("XOR A").op("LDH (a8),A", 0x40);  // LCD off: VRAM and OAM free
+  put(a, 0x9800, 0x5A);
+  put(a, 0x9BFF, 0xC3);
+  put(a, 0xFE00, 0x21);
+  put(a, 0xFE9F, 0x42);
+  a.op("LD A,d8", 0x91).op("LDH (a8),A", 0x40);  // LCD on
+  finish(a);
+  gbx::RomSpec s;
+  const gbx::Rom rom = load(build(s, a));
+  gbx::BackendConfig cfg;
+  cfg.num_envs = 1;
+  cfg.threads = 1;
+  cfg.stage = gbx::Stage::RewardOnly;
+  // 997 instructions of the final JR (12 T each) a step: the step ends at a dot that walks
+  // through the frame, so some steps end in mode 3 and some in mode 2.
+  cfg.run_mode = gbx::RunMode::Instructions;
+  cfg.instructions_per_step = 997;
+  cfg.reward_expr =
+      "ram(0x9800) + ram(0x9BFF) * 256 + ram(0xFE00) * 65536 + ram(0xFE9F) * 16777216";
+  auto be = gbx::make_backend("cpu", rom, cfg);
+  REQUIRE_MESSAGE(be.ok(), (be.ok() ? "" : be.error().message));
+  const float want = (float)(0x5A + 0xC3 * 256.0 + 0x21 * 65536.0 + 0x42 * 16777216.0);
+  int ended_in[4] = {0, 0, 0, 0};
+  for (int step = 0; step < 120; ++step) {
+    REQUIRE(be.value()->step({}).ok());
+    const Bytes stat = mem(*be.value(), 0xFF41, 0xFF42);
+    if (step < 40) continue;  // the program is still writing
+    ++ended_in[stat[0] & 3];
+    CAPTURE(step);
+    CAPTURE(stat[0] & 3);
+    CHECK(mem(*be.value(), 0x9800, 0x9801)[0] == 0x5A);
+    CHECK(mem(*be.value(), 0x9BFF, 0x9C00)[0] == 0xC3);
+    CHECK(mem(*be.value(), 0xFE00, 0xFE01)[0] == 0x21);
+    CHECK(mem(*be.value(), 0xFE9F, 0xFEA0)[0] == 0x42);
+    CHECK(be.value()->read_reward(0).value() == want);
+  }
+  CHECK(ended_in[3] > 0);
+  CHECK(ended_in[2] > 0);
+}
+
 TEST_CASE("EnvState without a backend reads through the shared CPU kernel") {
   const gbx::Rom rom = load(mbc3_program_rom());
   gbx::EnvState st(2, gbx::MemoryModel::Dmg, &rom);

@@ -9,7 +9,8 @@ name                 value
 ===================  ===========================================================
 ``a f b c d e h l``  8-bit registers after the step
 ``pc sp``            16-bit registers
-``ram(addr)``        the byte the CPU would read at ``addr & 0xFFFF`` (no side effects)
+``ram(addr)``        the byte at ``addr & 0xFFFF`` in the memory view (no side effects;
+                     VRAM and OAM as held even while the PPU locks them)
 ``ram16(addr)``      ``ram(addr) | ram(addr + 1) << 8`` (little-endian)
 ``val(i)``           tracked value ``track[i]`` now (reward/done only)
 ``prev(i)``          ``track[i]`` at the end of the previous step (reward/done only)

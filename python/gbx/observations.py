@@ -11,8 +11,8 @@ spec key                 per-env array               what
                                                      (0 white .. 3 black); ``True`` = full
 ``"pixels": "half"``     uint8[72, 80], 0..3         top-left pixel of each 2x2 block
 ``"pixels": "packed"``   uint8[144, 40], 0..255      4 pixels a byte, leftmost in bits 7-6
-``"ram": [addr, ...]``   uint8[len(addrs)]           the bytes the CPU would read at those
-                                                     bus addresses (RAM-gather epilog)
+``"ram": [addr, ...]``   uint8[len(addrs)]           the bytes at those bus addresses (the
+                                                     memory view; RAM-gather epilog)
 =======================  ==========================  =======================================
 
 ``obs="vec"`` and ``obs="pixels"`` are shorthands for a one-key spec. A one-key spec returns

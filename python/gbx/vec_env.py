@@ -278,7 +278,8 @@ class VecEnv(gym.vector.VectorEnv):
     # -- GBX extras ----------------------------------------------------------------------
 
     def read_memory(self, lo: int, hi: int) -> np.ndarray:
-        """Bytes [lo, hi) of every env's bus view (what the CPU would read, no side effects),
+        """Bytes [lo, hi) of every env's memory view (VRAM and OAM as held even while the PPU
+        locks them, I/O as of the env's cycle; no side effects),
         as a fresh uint8[num_envs, hi - lo], read in one native call."""
         for name, v in (("lo", lo), ("hi", hi)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):

@@ -5,6 +5,7 @@
 GBX_FN u8 bus_read(Core& c, u32 addr) { return mem_at(c, addr & 0xFFFFu); }
 GBX_FN void bus_write(Core& c, u32 addr, u8 v) { mem_at(c, addr & 0xFFFFu) = v; }
 GBX_FN void oam_dma(Machine& b, u8 page) { (void)b; (void)page; }
+GBX_FN u8 view_read(Machine& b, u32 addr) { return mem_at(b, addr & 0xFFFFu); }
 #else
 // OAM DMA bus conflicts (Pan Docs "OAM DMA Transfer"): for 160 M-cycles the DMA owns the bus
 // its source is on (external: ROM, cartridge RAM, WRAM; or VRAM), and OAM. A CPU read on the
@@ -97,6 +98,24 @@ GBX_FN u8 bus_read_dma(Machine& b, u32 addr) {
   if (addr < 0xA000u) return mem_at(b, GBX_MEM_VRAM + (addr - 0x8000u));
   if (addr < 0xC000u) return cart_ram_read(b, addr);
   return mem_at(b, GBX_MEM_WRAM + ((addr - 0xC000u) & 0x1FFFu));
+}
+
+// The memory view (epilogs' ram()/peek, the host's read_memory): the bytes memory holds, not
+// what a CPU access would get at this cycle. VRAM and OAM read as held while the PPU locks them
+// (mode 3; modes 2-3) and no OAM DMA blanks a bus: a reward or a host read at a step's end
+// wants the tile map or the sprite table, not the 0xFF of the mode the frame ended in (after
+// an LCD off/on the step ends at an arbitrary dot, about a third of a frame in mode 3).
+// Cartridge RAM reads as the CPU would (0xFF while disabled); I/O as of the current cycle.
+GBX_FN u8 view_read(Machine& b, u32 addr) {
+  addr &= 0xFFFFu;
+  if (addr < 0x4000u) return b.rom0[addr];
+  if (addr < 0x8000u) return b.romx[addr - 0x4000u];
+  if (addr < 0xA000u) return mem_at(b, GBX_MEM_VRAM + (addr - 0x8000u));
+  if (addr < 0xC000u) return cart_ram_read(b, addr);
+  if (addr < 0xFE00u) return mem_at(b, GBX_MEM_WRAM + ((addr - 0xC000u) & 0x1FFFu));  // echo
+  if (addr < 0xFF00u) return mem_at(b, GBX_MEM_OAM + (addr - 0xFE00u));
+  if (addr - 0xFF80u < 0x7Fu) return mem_at(b, GBX_MEM_IO + (addr & 0xFFu));  // HRAM
+  return io_read(b, addr);
 }
 
 // OAM DMA: the 160 bytes are copied at once (the CPU cannot observe or change OAM before

@@ -87,8 +87,9 @@ class EnvState {
   CpuState cpu_state(int env) const;
   void set_cpu_state(int env, const CpuState& st);
   // env's bus addresses [lo, hi) into out, through the kernel's own read path (the
-  // generated module's read_memory entry point): what the CPU would read, or with `raw`
-  // cartridge RAM as held even while disabled. Side-effect free.
+  // generated module's read_memory entry point): the memory view (view_read, templates/hw/
+  // bus.h: no PPU lock or OAM DMA blanks it), and with `raw` cartridge RAM as held even
+  // while disabled. Side-effect free.
   Status read_memory(int env, uint32_t lo, uint32_t hi, bool raw, uint8_t* out) const;
   // One byte of read_memory's bus view (0xFF if no reader can be built).
   uint8_t peek(int env, uint32_t addr) const;

@@ -337,6 +337,24 @@ TEST_CASE("verify --screen: the PPU ROMs' screens against mGBA") {
   CHECK(rep->diffs[0].dut.rfind("x=84 y=30 shade 3", 0) == 0);
 }
 
+// VRAM and OAM as memory holds them (the memory view, README "Reading env memory"): mGBA's
+// adapter reads them as held too, so they agree whichever PPU mode a step ends in. Before the
+// view ignored the PPU's locks, PPU_BENCH and ARROWS differed here at steps 3 and 2 (0xFF).
+TEST_CASE("verify: VRAM and OAM against mGBA on the PPU ROM and the learning game") {
+  test::TempDir d;
+  for (const std::string rom : {"builtin:PPU_BENCH", "builtin:ARROWS"}) {
+    CAPTURE(rom);
+    VerifyOptions o = screen_verify(rom, d.path, 12);
+    o.screen = false;
+    o.actions = ActionGen::SeededRandom;
+    o.regions = {parse_mem_region("8000:A000").value(), parse_mem_region("FE00:FEA0").value()};
+    auto rep = run_verify(o);
+    REQUIRE_MESSAGE(rep.ok(), (rep.ok() ? "" : rep.error().message));
+    CHECK_MESSAGE(rep->match, rep->verdict());
+    CHECK(rep->comparisons == 12);
+  }
+}
+
 // A screen difference that no register shows: during an OAM DMA from C100 the program reads
 // C100 (the DMA's bus) and writes what it got to BGP. Hardware (and GBX) read the byte the
 // DMA is moving, 0x1B; mGBA 0.10 reads 0xFF (README "Verify against mGBA", DMA_CONFLICT).

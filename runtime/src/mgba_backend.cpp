@@ -394,6 +394,10 @@ struct MgbaBackend::Impl {
           ErrorKind::Runtime,
           "mGBA reset into model " + std::string(GBModelToName(e.gb->model)) + " instead of DMG");
     if (e.gb->sio.driver != &e.tap.driver) GBSIOSetDriver(&e.gb->sio, &e.tap.driver);
+    // mGBA hides Up+Down and Left+Right pressed together from P1 unless told otherwise (a
+    // frontend's choice); a DMG's joypad matrix reports both, as the kernels do, and random
+    // actions press both often.
+    e.gb->allowOpposingDirections = true;
     e.flush_events();
     e.set_keys(0);
     e.clear_counters();

@@ -222,7 +222,7 @@ TEST_CASE("MBC2: register select by address bit 8, 512 x 4-bit RAM echoed throug
   CHECK(m[7] == 0xFC);
   CHECK(m[8] == 0xF3);
   CHECK(m[9] == 0x0F);
-  // Disabled RAM: the bus view shows 0xFF, the raw view what the chip holds.
+  // Disabled RAM: the memory view shows 0xFF, the raw view what the chip holds.
   CHECK(mem(*be, 0xA000, 0xA001)[0] == 0xFF);
   auto raw = be->read_memory_raw(0, 0xA000, 0xA001);
   REQUIRE(raw.ok());

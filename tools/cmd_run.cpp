@@ -45,7 +45,7 @@ struct RunOptions {
   bool rtc_lock = false;
   std::string layout = "env_major";
   std::string sav;           // battery RAM file: loaded into every env, env K's written at exit
-  std::string read_mem;      // LO:HI, bus view
+  std::string read_mem;      // LO:HI, memory view
   std::string read_mem_raw;  // LO:HI, cartridge RAM as held even when disabled
   std::string obs = "vec";
   std::string obs_format = "full";
@@ -315,7 +315,7 @@ int cmd_run(const RunOptions& o) {
   if (view) {
     auto bytes = be.read_memory(o.env, view->lo, view->hi);
     if (!bytes) return tool::fail(bytes.error());
-    print_memory(*view, bytes.value(), "bus view");
+    print_memory(*view, bytes.value(), "memory view");
   }
   if (raw) {
     auto bytes = be.read_memory_raw(o.env, raw->lo, raw->hi);
@@ -385,8 +385,9 @@ void register_run(CLI::App& app, Commands& cmds) {
   r->add_option("--sav", run.sav,
                 "battery RAM file: loaded into every env at reset (a missing file starts "
                 "blank), env --env's RAM (and MBC3 clock) written there at exit");
-  r->add_option("--read-mem", run.read_mem,
-                "print env --env's bytes LO:HI (hex, HI exclusive) as the CPU reads them");
+  r->add_option(
+      "--read-mem", run.read_mem,
+      "print env --env's bytes LO:HI (hex, HI exclusive): the memory view (VRAM, OAM as held)");
   r->add_option("--read-mem-raw", run.read_mem_raw,
                 "like --read-mem, but cartridge RAM as held even while disabled");
   r->add_option("--obs", run.obs, "what the obs stages write: vec (obs_v0) | pixels")

@@ -19,7 +19,7 @@ searched env**, and makes the current bytes the next baseline. ::
 
 Comparisons are unsigned bytes; ``equal(v)`` / ``changed(by=d)`` / ``increased(by=d)`` /
 ``decreased(by=d)`` take an exact value or difference (modulo 256). Reads go through
-``env.read_memory`` (the bus view, no side effects), one native call per snapshot.
+``env.read_memory`` (the memory view, no side effects), one native call per snapshot.
 """
 from __future__ import annotations
 

@@ -20,18 +20,7 @@ namespace {
 
 const fs::path kRom = fs::path(GBX_TEST_ROM_DIR) / "cpu_heavy.gb";
 
-bool rom_built() {
-  if (GBX_TEST_HAVE_SDCC && fs::exists(kRom)) return true;
-  static bool said = false;
-  if (!said)
-    std::printf("[skipped] %s\n",
-                GBX_TEST_HAVE_SDCC
-                    ? (kRom.string() + " is missing (build target gbx_c_roms)").c_str()
-                    : "sdcc was not found at configure time (apt install sdcc): the CPU-heavy "
-                      "ROM is not built");
-  said = true;
-  return false;
-}
+bool rom_built() { return test::c_rom(kRom.filename().string()).has_value(); }
 
 // roms/cpu_heavy/cpu_heavy.h, computed the straightforward way: xorshift16 words, sorted,
 // CRC-16/CCITT bit by bit over their bytes (low first), chained over the rounds.

@@ -106,13 +106,10 @@ GBX_FN u8 bus_read_dma(Machine& b, u32 addr) {
 // wants the tile map or the sprite table, not the 0xFF of the mode the frame ended in (after
 // an LCD off/on the step ends at an arbitrary dot, about a third of a frame in mode 3).
 // Cartridge RAM reads as the CPU would (0xFF while disabled); I/O as of the current cycle.
+// Below OAM that is what the DMA reads: the buses without the CPU's access windows.
 GBX_FN u8 view_read(Machine& b, u32 addr) {
   addr &= 0xFFFFu;
-  if (addr < 0x4000u) return b.rom0[addr];
-  if (addr < 0x8000u) return b.romx[addr - 0x4000u];
-  if (addr < 0xA000u) return mem_at(b, GBX_MEM_VRAM + (addr - 0x8000u));
-  if (addr < 0xC000u) return cart_ram_read(b, addr);
-  if (addr < 0xFE00u) return mem_at(b, GBX_MEM_WRAM + ((addr - 0xC000u) & 0x1FFFu));  // echo
+  if (addr < 0xFE00u) return bus_read_dma(b, addr);
   if (addr < 0xFF00u) return mem_at(b, GBX_MEM_OAM + (addr - 0xFE00u));
   if (addr - 0xFF80u < 0x7Fu) return mem_at(b, GBX_MEM_IO + (addr & 0xFFu));  // HRAM
   return io_read(b, addr);

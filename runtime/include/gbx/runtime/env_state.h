@@ -91,7 +91,7 @@ class EnvState {
   // bus.h: no PPU lock or OAM DMA blanks it), and with `raw` cartridge RAM as held even
   // while disabled. Side-effect free.
   Status read_memory(int env, uint32_t lo, uint32_t hi, bool raw, uint8_t* out) const;
-  // One byte of read_memory's bus view (0xFF if no reader can be built).
+  // One byte of read_memory's memory view (0xFF if no reader can be built).
   uint8_t peek(int env, uint32_t addr) const;
   // The reader read_memory uses: a backend's own kernel; without one, a shared CPU kernel
   // for this memory model is built (or found in the cache) on first use.

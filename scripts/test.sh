@@ -18,6 +18,14 @@ build=${GBX_BUILD_DIR:-$root/build}
 export GBX_CACHE_DIR="$build/test-cache"
 without_toolkit="$root/scripts/without-cuda-toolkit"
 step() { echo "== test: $* ($(date -u +%H:%M:%S), ${SECONDS}s)"; }
+# Every skipped test case of the last ctest run, with its reason (tests/skip.h), and a count:
+# passing suites' output is not shown by --output-on-failure, so their skips would go unseen.
+skip_summary() {
+  local log="$build/Testing/Temporary/LastTest.log" lines
+  lines=$(grep -h '^\[skipped\]' "$log" 2>/dev/null | sort | uniq -c || true)
+  echo "skipped test cases in this ctest run: $(grep -c '^\[skipped\]' "$log" 2>/dev/null || echo 0)"
+  [ -z "$lines" ] || echo "$lines"
+}
 
 # 1. No CUDA toolkit at build time: no binary links libcuda or libnvrtc (both are dlopen()ed),
 #    and the configure never looked for a toolkit.
@@ -40,6 +48,7 @@ step "suite without the CUDA toolkit"
 # The suites on the CUDA driver double compile kernels with NVRTC: they run in step 3.
 (cd "$build" && "$without_toolkit" ctest --output-on-failure -j 2 --timeout 1500 \
   -E '^test_cuda_(backend_on_double(_roms)?|double|specialize_on_double)$')
+skip_summary
 step "demo without the CUDA toolkit"
 "$without_toolkit" "$root/scripts/demo.sh" >/dev/null
 
@@ -58,6 +67,7 @@ if [ "${GBX_TEST_NVRTC_WHEEL:-1}" != 0 ]; then
   trap 'rm -rf "$wheel_cache"' EXIT
   (cd "$build" && VIRTUAL_ENV="$venv" GBX_CACHE_DIR="$wheel_cache/suite" "$without_toolkit" \
     ctest --output-on-failure -R "$nvrtc_tests" --timeout 1500)
+  skip_summary
   # Must compile, not skip: the wheel is there.
   out=$(VIRTUAL_ENV="$venv" GBX_CACHE_DIR="$wheel_cache/synth" "$without_toolkit" \
     "$build/tools/gbx-synth" compile --stage all --device cuda)
@@ -74,6 +84,7 @@ step "suites on the CUDA driver double"
 # The double runs kernels on one thread: -j 2 runs its three entries side by side.
 (cd "$build" && VIRTUAL_ENV="${venv:-}" ctest --output-on-failure -j 2 --timeout 1500 \
   -R '^test_cuda_(backend_on_double(_roms)?|double|specialize_on_double)$')
+skip_summary
 
 # 4. Python: a venv from the running python3, `pip install .` linking the static libraries just
 #    built (GBX_PREBUILT_DIR: only the nanobind module is compiled), then pytest.
@@ -85,8 +96,14 @@ extras=test
 "$venv/bin/python" -m pip install -q "$root[$extras]" \
   --config-settings=cmake.define.GBX_PREBUILT_DIR="$build" \
   --config-settings=build-dir="$build/python-wheel"
+# The tests on the CUDA driver double must run here, not skip: the double was just built and
+# NVRTC is the wheel's (or this machine's). -rs prints every skip's reason.
+nvrtc_lib=$(ls "${nvrtc_venv:-/nonexistent}"/lib/python3*/site-packages/nvidia/{cu13,cuda_nvrtc}/lib/libnvrtc.so.1[23] \
+  2>/dev/null | head -n 1 || true)
 pytest_rc=0
-(cd "$root/tests/python" && "$venv/bin/python" -m pytest -q -p no:cacheprovider .) || pytest_rc=$?
+(cd "$root/tests/python" && env GBX_TEST_REQUIRE_CUDA_DOUBLE=1 \
+  ${nvrtc_lib:+"GBX_NVRTC_LIBRARY=$nvrtc_lib"} \
+  "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider .) || pytest_rc=$?
 if [ "$pytest_rc" -eq 5 ]; then
   echo "error: pytest collected no tests in tests/python" >&2
   exit 1

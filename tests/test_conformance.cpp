@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "gbx/runtime/conformance.h"
+#include "skip.h"
 #include "test_util.h"
 
 using namespace gbx;
@@ -13,9 +14,8 @@ namespace fs = std::filesystem;
 TEST_CASE("SM83 SingleStepTests: every opcode file passes") {
   const fs::path archive = GBX_TEST_CONFORMANCE_ARCHIVE;
   if (!fs::exists(archive)) {
-    MESSAGE("[skipped] SM83 suite not found at " << archive.string()
-                                                 << " (configure with -DGBX_CONFORMANCE_ARCHIVE)");
-    return;
+    GBX_SKIP("SM83 suite not found at " + archive.string() +
+             " (configure with -DGBX_CONFORMANCE_ARCHIVE)");
   }
   const fs::path dir = fs::path(GBX_TEST_BUILD_DIR) / "conformance" / "sm83";
   if (!fs::exists(dir / ".extracted")) {

@@ -1,8 +1,8 @@
 // cuda backend against the cpu backend on a real device: registers, counters, memory slices,
 // serial, obs and reward identical after many steps of many envs, for every built-in ROM.
-// Device-only: without a device the file prints "[skipped] no CUDA device: <reason>", which
-// CTest's SKIP_REGULAR_EXPRESSION turns into a skip of the whole executable, so nothing that
-// could run without a device belongs here (see test_cuda_compile for that part).
+// Device-only: without a device every case skips ("[skipped] <case>: no CUDA device: <reason>")
+// and the executable reports a skip, so nothing that could run without a device belongs here
+// (see test_cuda_compile for that part).
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -10,20 +10,18 @@
 #include <string>
 #include <vector>
 
-#include "failure_counter.h"
 #include "gbx/engine/cuda_driver.h"
 #include "gbx/runtime/asm.h"
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/cuda_backend.h"
 #include "gbx/runtime/rom_builder.h"
 #include "gbx/runtime/save_state.h"
+#include "skip.h"
 #include "test_util.h"
 
 using namespace gbx;
 
 namespace {
-
-using test::g_failed_asserts;
 
 bool have_device() {
   auto drv = CudaDriver::get();
@@ -39,14 +37,7 @@ bool have_device() {
   // test_cuda_backend_on_double: the double must load; a skip there would hide a failure.
   if (std::getenv("GBX_TEST_CUDA_DOUBLE_DIR"))
     FAIL("the CUDA double did not load: ", drv.error().message);
-  static bool said = false;
-  if (!said) {
-    said = true;
-    if (g_failed_asserts == 0)
-      MESSAGE("[skipped] ", drv.error().message);
-    else
-      MESSAGE("no device (", drv.error().message, ") and earlier cases failed");
-  }
+  test::skip_case(drv.error().message);
   return false;
 }
 

@@ -8,6 +8,8 @@
 #include <random>
 #include <string>
 
+#include "skip.h"
+
 namespace gbx::test {
 
 // A fresh directory under the system temp dir, removed when the object dies.
@@ -52,19 +54,14 @@ inline int count_lines(const std::string& s) {
   return n;
 }
 
-// A ROM built from C at build time (roms/, sdcc): its path, or nothing after printing once
-// why the suite's cases skip (no sdcc at configure time, or the file is missing).
+// A ROM built from C at build time (roms/, sdcc): its path, or nothing after skipping the
+// calling case, saying why (no sdcc at configure time, or the file is missing).
 inline std::optional<std::filesystem::path> c_rom(const std::string& file) {
   const std::filesystem::path rom = std::filesystem::path(GBX_TEST_ROM_DIR) / file;
   if (GBX_TEST_HAVE_SDCC && std::filesystem::exists(rom)) return rom;
-  static bool said = false;
-  if (!said)
-    std::printf("[skipped] %s\n",
-                GBX_TEST_HAVE_SDCC
-                    ? (rom.string() + " is missing (build target gbx_c_roms)").c_str()
-                    : "sdcc was not found at configure time (apt install sdcc): the C ROMs "
-                      "are not built");
-  said = true;
+  skip_case(GBX_TEST_HAVE_SDCC ? rom.string() + " is missing (build target gbx_c_roms)"
+                               : "sdcc was not found at configure time (apt install sdcc): the C "
+                                 "ROMs are not built");
   return std::nullopt;
 }
 

@@ -15,3 +15,28 @@ def gbx():
     import gbx as module
 
     return module
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "cuda_double: runs the cuda backend on the CUDA driver double (tests/cuda_double)"
+    )
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line for the tests on the CUDA driver double: how many passed, failed, skipped."""
+    final = {}
+    for outcome, reports in terminalreporter.stats.items():
+        for rep in reports:
+            if "cuda_double" not in getattr(rep, "keywords", {}):
+                continue
+            if getattr(rep, "when", None) == "call" or outcome in ("skipped", "error"):
+                final[rep.nodeid] = outcome
+    if final:
+        counts = {}
+        for outcome in final.values():
+            counts[outcome] = counts.get(outcome, 0) + 1
+        terminalreporter.write_line(
+            "tests on the CUDA driver double: "
+            + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+        )

@@ -15,18 +15,17 @@
 #include <string>
 #include <vector>
 
-#include "failure_counter.h"
 #include "gbx/engine/cuda_driver.h"
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/cuda_backend.h"
 #include "gbx/runtime/rom_builder.h"
 #include "gbx/runtime/specialize.h"
+#include "skip.h"
+#include "spec_share.h"
 
 using namespace gbx;
 
 namespace {
-
-using test::g_failed_asserts;
 
 bool have_device() {
   auto drv = CudaDriver::get();
@@ -34,14 +33,7 @@ bool have_device() {
   // On the double a skip would hide a failure: it must load.
   if (std::getenv("GBX_TEST_CUDA_DOUBLE_DIR"))
     FAIL("the CUDA double did not load: ", drv.error().message);
-  static bool said = false;
-  if (!said) {
-    said = true;
-    if (g_failed_asserts == 0)
-      MESSAGE("[skipped] ", drv.error().message);
-    else
-      MESSAGE("no device (", drv.error().message, ") and earlier cases failed");
-  }
+  test::skip_case(drv.error().message);
   return false;
 }
 
@@ -149,6 +141,13 @@ TEST_CASE("specialized cuda kernels end identically to the cpu interpreter on bu
       REQUIRE(dut->step(actions).ok());  // asynchronous: no sync between steps
     }
     check_same_envs(*ref, *dut);
+    // ... and the blocks ran on the device (the counters come from the kernel's own writes).
+    const test::SpecShare sh = test::spec_share(*dut, envs);
+    const double coverage = test::plan_coverage(*prof, **plan);
+    MESSAGE(br.name << ": " << 100 * sh.share() << "% of " << sh.retired
+                    << " instructions retired in specialized blocks (plan: " << 100 * coverage
+                    << "%)");
+    CHECK(sh.share() >= coverage / 3);
     if (!br.expected_serial.empty())
       CHECK(dut->serial_output(envs - 1).value() == br.expected_serial);
     ++n;

@@ -68,6 +68,7 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const Bac
   b->state_ = EnvState(cfg.num_envs, cfg.memory_model, &b->rom_, cfg.layout);
   b->state_.set_memory_reader(b->read_memory_);
   b->out_.assign(output_layout(cfg, cfg.num_envs, b->sections_), 0);
+  b->spec_retired_.assign((size_t)cfg.num_envs, 0);
   b->reset_image_ = b->power_on_image();
   if (auto st = b->reset(0); !st) return st.take_error();
   return b;
@@ -231,6 +232,7 @@ Status CpuBackend::run(const std::vector<int32_t>& actions, int frames, const ui
   p.gather_addrs = cfg_.gather_addrs.empty() ? nullptr : cfg_.gather_addrs.data();
   p.gather_count = (int)cfg_.gather_addrs.size();
   p.profile_counts = profile_counts_.empty() ? nullptr : profile_counts_.data();
+  p.spec_retired = spec_retired_.data();
   const CpuStepFn fn = kernel_.step;
   // The pool hands out env ranges (each thread keeps the same envs from step to step, the
   // tail is shared by stealing); a mask splits a range into its runs of masked envs.

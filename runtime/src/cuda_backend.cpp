@@ -112,12 +112,13 @@ Result<std::shared_ptr<CudaLoadedKernel>> shared_kernel(const CudaContext& ctx,
 uint64_t dev_addr(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
 
 // The state fields a CpuState reports: what cpu_states() packs for all envs and copies at once.
-#define GBX_REGISTER_FIELDS(X)                                                      \
-  X(pc, 2)                                                                          \
-  X(sp, 2)                                                                          \
-  X(a, 1)                                                                           \
-  X(f, 1) X(b, 1) X(c, 1) X(d, 1) X(e, 1) X(h, 1) X(l, 1) X(ime, 1) X(run_state, 1) \
-      X(cycle_count, 8) X(instr_count, 8) X(trap_kind, 1) X(trap_pc, 2) X(trap_opcode, 1)
+#define GBX_REGISTER_FIELDS(X)                                                                \
+  X(pc, 2)                                                                                    \
+  X(sp, 2)                                                                                    \
+  X(a, 1)                                                                                     \
+  X(f, 1)                                                                                     \
+  X(b, 1) X(c, 1) X(d, 1) X(e, 1) X(h, 1) X(l, 1) X(ime, 1) X(run_state, 1) X(cycle_count, 8) \
+      X(instr_count, 8) X(trap_kind, 1) X(trap_pc, 2) X(trap_opcode, 1)
 
 size_t align64(size_t v) { return (v + 63) / 64 * 64; }
 
@@ -215,6 +216,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
         Alloc{&b->release_buf_, cfg.release_after_frames >= 0 ? n * sizeof(int32_t) : 0,
               "the button release schedule"},
         Alloc{&b->mask_buf_, n, "the reset mask"}, Alloc{&b->read_buf_, 0x10000, "memory reads"},
+        Alloc{&b->spec_retired_buf_, n * sizeof(long long), "the specialized-block counters"},
         Alloc{&b->stage_soa_buf_, make_layout(1, cfg.memory_model, rom.header.ram_size).soa_bytes,
               "the one-env staging block"},
         Alloc{&b->stage_mem_buf_, interleaved ? b->layout_.mem_stride : 0,
@@ -228,6 +230,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
     }
     *a.buf = std::move(*buf);
   }
+  if (Status st = b->spec_retired_buf_.fill(0, b->stream_.get()); !st) return st.take_error();
   b->layout_.bind(b->soa_, b->soa_buf_.ptr());
   b->probe_ = EnvState(1, cfg.memory_model, &b->rom_);
   b->probe_.layout().bind(b->stage_soa_, b->stage_soa_buf_.ptr());
@@ -295,7 +298,19 @@ GbxParams CudaBackend::params(const int* actions, int num_envs) const {
       gather_addrs_buf_.size() ? gather_addrs_buf_.as<const unsigned short>() : nullptr;
   p.gather_count = (int)cfg_.gather_addrs.size();
   p.profile_counts = profiling_ ? profile_buf_.as<unsigned>() : nullptr;
+  p.spec_retired = spec_retired_buf_.as<long long>();
   return p;
+}
+
+Result<std::vector<int64_t>> CudaBackend::specialized_instr_counts() {
+  if (Status st = ctx_->make_current(); !st) return st.take_error();
+  std::vector<int64_t> counts((size_t)layout_.num_envs);
+  if (Status st = spec_retired_buf_.download(counts.data(), counts.size() * sizeof(int64_t), 0,
+                                             stream_.get());
+      !st)
+    return st.take_error();
+  if (Status st = stream_.synchronize(); !st) return st.take_error();
+  return counts;
 }
 
 void CudaBackend::state_regions(const GbxState& dst, const GbxState& src, bool src_shared,

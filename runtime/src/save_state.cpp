@@ -163,7 +163,7 @@ Result<SaveStateBlob> read_save_state(const std::vector<uint8_t>& blob, const Ro
     return bad("save state format version " + std::to_string(version) +
                " is not supported (this build reads version " + std::to_string(kSaveStateVersion) +
                ")");
-  if (abi != GBX_ABI_VERSION)
+  if (abi < GBX_ABI_STATE_COMPAT_MIN || abi > GBX_ABI_VERSION)
     return bad("save state was written with state ABI v" + std::to_string(abi) +
                ", this build uses v" + std::to_string(GBX_ABI_VERSION));
   const size_t have = n - kSaveStateHeaderBytes;

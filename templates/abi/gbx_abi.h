@@ -4,7 +4,10 @@
 #ifndef GBX_ABI_H
 #define GBX_ABI_H
 
-#define GBX_ABI_VERSION 6
+#define GBX_ABI_VERSION 7
+// Save states of every ABI from this one up read as this one: v7 only added GbxParams::
+// spec_retired, a launch parameter, and left the state fields as v6 had them.
+#define GBX_ABI_STATE_COMPAT_MIN 6
 
 // Per-env writable memory (memory model dmg): only the regions a cartridge cannot supply.
 #define GBX_MEM_VRAM 0x0000u  // 0x8000-0x9FFF
@@ -131,6 +134,9 @@ typedef struct GbxParams {
   int gather_count;
   int reserved1;
   unsigned int* profile_counts;  // profiling kernels: instructions executed per ROM offset
+  // Specialized kernels add, per env, the instructions retired inside specialized blocks (a
+  // diagnostic, not machine state: tests prove with it that the blocks ran). Null: not counted.
+  long long* spec_retired;
 } GbxParams;
 
 #endif

@@ -231,6 +231,11 @@ class Backend {
   // Nothing to wait for is no error. Runs never call it (they must not wait on a compile);
   // verify and bench do, so that what they check or time is the kernel they name.
   virtual Status finish_tier_up() { return ok_status(); }
+  // Per env, the instructions retired inside ROM-specialized blocks since the backend was made
+  // (GbxParams::spec_retired): 0 while an interpreter kernel runs; empty where a backend has
+  // no such kernels (mgba). Tests use it to prove the specialized code ran, not only that the
+  // end state matched.
+  virtual Result<std::vector<int64_t>> specialized_instr_counts() { return std::vector<int64_t>{}; }
   // Test-only: overwrites one register of env (a name accepted by set_cpu_register). Verify's
   // --inject-fault uses it to prove the mismatch path end to end.
   virtual Status debug_poke_register(int env, const std::string& reg, uint16_t value) {

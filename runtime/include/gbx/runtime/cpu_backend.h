@@ -66,6 +66,9 @@ class CpuBackend : public Backend {
   const std::vector<uint32_t>& profile_counts() const { return profile_counts_; }
   std::string specialize_status() const override { return auto_status_; }
   Status finish_tier_up() override;
+  Result<std::vector<int64_t>> specialized_instr_counts() override {
+    return std::vector<int64_t>(spec_retired_.begin(), spec_retired_.end());
+  }
   ~CpuBackend() override;
 
  private:
@@ -89,6 +92,7 @@ class CpuBackend : public Backend {
   // What reset() copies into an env: one image shared by all envs, or one per env.
   EnvState reset_image_;
   std::vector<uint32_t> profile_counts_;
+  std::vector<long long> spec_retired_;  // GbxParams::spec_retired, one per env
   // Tiering (specialize_auto_frames): frames profiled so far, the background compile, state.
   void auto_tier_after_step(int frames);
   void use_kernel(CpuKernel k);

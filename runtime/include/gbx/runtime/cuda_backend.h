@@ -78,6 +78,7 @@ class CudaBackend : public Backend {
   // ROM specialization (design.md section 10): see Backend::specialize_status.
   std::string specialize_status() const override { return tier_status_; }
   Status finish_tier_up() override;
+  Result<std::vector<int64_t>> specialized_instr_counts() override;
   // Tiered start (cfg.tiered_start, README "Compile time"): "optimized" when the optimized
   // kernel runs; "fast" while the quick compile runs and the optimized kernel compiles in the
   // background; "fast (the optimized compile failed: ...)".
@@ -184,7 +185,8 @@ class CudaBackend : public Backend {
   int64_t optimized_step_ = -1;
   double optimized_after_s_ = -1;
   std::chrono::steady_clock::time_point created_;
-  DeviceBuffer profile_buf_;  // u32 per ROM byte while profiling (params().profile_counts)
+  DeviceBuffer spec_retired_buf_;  // GbxParams::spec_retired: one long long per env
+  DeviceBuffer profile_buf_;       // u32 per ROM byte while profiling (params().profile_counts)
   bool profiling_ = false;
   int64_t tier_frames_ = 0;
   std::string tier_status_ = "off";

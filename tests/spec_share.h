@@ -1,0 +1,43 @@
+#pragma once
+// How much of a run the ROM-specialized blocks carried. Comparing a specialized kernel's end
+// state with the interpreter's proves nothing if no block ever ran (a guard that refuses every
+// block keeps the states equal), so the specializer's tests also hold this share against what
+// the profile says the blocks cover.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+
+#include "gbx/engine/specialize.h"
+#include "gbx/runtime/backend.h"
+
+namespace gbx::test {
+
+struct SpecShare {
+  int64_t in_blocks = 0;  // instructions retired inside specialized blocks, all envs
+  int64_t retired = 0;    // all instructions retired, all envs
+  double share() const { return retired > 0 ? (double)in_blocks / (double)retired : 0.0; }
+};
+
+inline SpecShare spec_share(Backend& be, int envs) {
+  SpecShare s;
+  auto counts = be.specialized_instr_counts();
+  REQUIRE_MESSAGE(counts.ok(), (counts.ok() ? "" : counts.error().message));
+  REQUIRE((int)counts.value().size() == envs);
+  for (int env = 0; env < envs; ++env) {
+    auto st = be.get_cpu_state(env);
+    REQUIRE(st.ok());
+    s.in_blocks += counts.value()[(size_t)env];
+    s.retired += st.value().instr_count;
+  }
+  return s;
+}
+
+// The share of the profiled instructions that ran inside the plan's blocks: what a specialized
+// kernel replaying the profiled run would carry at best.
+inline double plan_coverage(const SpecProfile& profile, const SpecPlan& plan) {
+  uint64_t weight = 0;
+  for (const SpecBlock& b : plan.blocks) weight += b.weight;
+  return profile.total_instructions ? (double)weight / (double)profile.total_instructions : 0.0;
+}
+
+}  // namespace gbx::test

@@ -16,7 +16,11 @@ transfer in progress). The state PyBoy saves there is written gzipped to
 tests/python/data/<NAME>.pyboy.state.gz; <NAME>.pyboy.json holds the ROM's SHA-256, the
 capture point, PyBoy's registers and reads there (its own API), and the WRAM bytes the program
 writes after it, read after each of the `run_frames` frames PyBoy runs on from there, which
-GBX's continuation must match frame by frame.
+GBX's continuation must match frame by frame, with PyBoy's cycle counter at each of those
+frame ends.
+
+Re-running rewrites every fixture; only MBC3_RTC's state changes (PyBoy's RTC record holds two
+host-time doubles, which the import ignores).
 
 --table imports every fixture with gbx.pyboy_compat and writes, between README's
 `pyboy-import-table` markers, each state field PyBoy saved, what GBX holds after the import,
@@ -129,10 +133,17 @@ def make(fx: roms.Fixture, pyboy_version: str) -> dict:
             reload_reads = _reload_reads(fx, state)
         # The result bytes at each of the run_frames frame ends after the capture point (a
         # hook's capture frame has ended already: the first of them).
-        results = [] if fx.capture[0] == "frames" else [[pb.memory[a] for a in fx.results]]
+        results, frame_ends = [], []
+
+        def frame_end():
+            results.append([pb.memory[a] for a in fx.results])
+            frame_ends.append(pc.read_state(_save(pb), fx.rom).cpu["cycles"])
+
+        if fx.capture[0] != "frames":
+            frame_end()
         while len(results) < fx.run_frames:
             pb.tick(1, False)
-            results.append([pb.memory[a] for a in fx.results])
+            frame_end()
     finally:
         pb.stop(save=False)
     snap = pc.pyboy_snapshot(p)
@@ -148,6 +159,7 @@ def make(fx: roms.Fixture, pyboy_version: str) -> dict:
             "reload_reads": reload_reads,
             "results_at": [f"{a:#06x}" for a in fx.results],
             "results": results,
+            "frame_end_cycles": frame_ends,
         },
     }
 

@@ -74,11 +74,16 @@ class Loaded:
         """Steps frame by frame; the first frame (from `from_frame` on) whose result bytes
         differ from PyBoy's, or []."""
         at = [int(a, 16) for a in self.meta["results_at"]]
-        for k, want in enumerate(self.meta["results"]):
+        for k, (want, end) in enumerate(zip(self.meta["results"], self.meta["frame_end_cycles"])):
             self.step()
             got = [self.read(a) for a in at]
             if k + 1 >= from_frame and got != want:
                 return [f"frame {k + 1}: GBX {got} PyBoy {want} at {self.meta['results_at']}"]
+            # The import puts GBX's frame boundary where PyBoy's frame ends; both stop at the
+            # first instruction boundary past it.
+            cycles = self.fields()["cycle_count"]
+            if abs(cycles - end) > 24:
+                return [f"frame {k + 1} ends at cycle {cycles} in GBX, {end} in PyBoy"]
         return []
 
     def close(self):

@@ -13,7 +13,9 @@ version 29) and :func:`import_state` maps it onto the GBX state fields
 (``runtime/include/gbx/runtime/state_fields.h``) over the DMG post-boot state of the same ROM.
 The GBX cycle counter takes PyBoy's (``cpu.cycles``); every lazily caught-up clock (timer,
 PPU, serial, OAM DMA, RTC) is re-expressed as a cycle epoch from the place PyBoy had caught
-it up to, so the lazy catch-up of both emulators continues from the same point.
+it up to, so the lazy catch-up of both emulators continues from the same point; a clock that
+a memory access started or reset is moved by ACCESS_LAG, the difference between PyBoy's and
+GBX's stamp of an access.
 
 Mapped: CPU registers, IME and the EI delay, HALT/STOP, IE/IF; WRAM, HRAM, VRAM, OAM (and the
 unusable FEA0-FEFF bytes), cartridge RAM; DIV's 16-bit system counter, TIMA/TMA/TAC and the
@@ -28,7 +30,8 @@ until the first VBlank after loading), the window's internal line counter (0), t
 frame sequencer phase, envelopes, sweep and wave position (GBX emulates no sound), PyBoy's
 ``interrupt_queued``, the serial clock's phase within a bit, the MBC3 latched clock copy
 (taken equal to the live one) and latch register, SGB state, CGB state (CGB states are
-refused). States of other PyBoy format versions are refused: load them in PyBoy 2.8.x and
+refused). PyBoy 2.8.1 itself loses the MBC5 ROM bank's bit 8 (it saves the bank in one byte)
+and shifts a serial byte in 1024 T-cycles (an imported transfer takes the DMG's 4096). States of other PyBoy format versions are refused: load them in PyBoy 2.8.x and
 save them again.
 """
 from __future__ import annotations

@@ -79,8 +79,6 @@ def _rows(name: str, p, meta: dict, f: dict, read) -> list[tuple]:
 
 
 def collect(gbx) -> list[tuple]:
-    import numpy as np  # noqa: F401  (VecEnv needs it)
-
     import gbx.pyboy_compat as pc
 
     out = []

@@ -7,6 +7,7 @@ import table from them.
     /tmp/pyboy-venv/bin/python scripts/make_pyboy_fixtures.py            # writes the fixtures
     build/pyvenv/bin/python scripts/make_pyboy_fixtures.py --table         # README table (no PyBoy)
     /tmp/pyboy-venv/bin/python scripts/make_pyboy_fixtures.py --live       # README live table
+    /tmp/pyboy-venv/bin/python scripts/make_pyboy_fixtures.py --sweep TIMER_RELOAD_PENDING [--lag 0]
 
 Each fixture ROM (tests/python/pyboy_fixture_roms.py, assembled here, never a commercial ROM)
 runs in PyBoy headless up to its capture point: after N frames, or at the first of a list of
@@ -164,6 +165,47 @@ def make(fx: roms.Fixture, pyboy_version: str) -> dict:
     }
 
 
+def sweep(name: str, lag: int | None) -> int:
+    """Imports fixture `name` at every one of its hook addresses (not only the first that
+    meets its condition), runs PyBoy and GBX on 3 frames, and counts the capture points whose
+    result bytes differ after frame 1 or 3. `lag` overrides pyboy_compat.ACCESS_LAG."""
+    import numpy as np
+
+    import gbx
+    import gbx.pyboy_compat as pc
+
+    if lag is not None:
+        pc.ACCESS_LAG = lag
+    fx = roms.by_name(name)
+    if fx.capture[0] != "hook":
+        raise SystemExit(f"error: {name} is captured after whole frames; --sweep takes a hooked fixture")
+    env = gbx.VecEnv(fx.rom, num_envs=1, frames_per_step=1, release_after_frames=1, obs="vec", reward="0", copy=True)
+    noop, bad = np.zeros(1, np.int32), 0
+    for addr in fx.capture[1]:
+        pb, got = _pyboy(fx.rom), []
+        pb.hook_register(0, addr, lambda _: got or got.append(_save(pb)), None)
+        while not got:
+            pb.tick(1, False)
+        pb.hook_deregister(0, addr)
+        want = [[pb.memory[a] for a in fx.results]]
+        pb.tick(2, False)
+        want.append([pb.memory[a] for a in fx.results])
+        pb.stop(save=False)
+        env.reset(seed=0)
+        pc.load_into(env, 0, pc.import_state(got[0], fx.rom))
+        have = []
+        for frames in (1, 2):
+            for _ in range(frames):
+                env.step(noop)
+            have.append([env.backend.read_memory(0, a, a + 1)[0] for a in fx.results])
+        if have != want:
+            bad += 1
+            print(f"hook {addr:#06x}: GBX {have} PyBoy {want}")
+    env.close()
+    print(f"{name}, access lag {pc.ACCESS_LAG}: {bad} of {len(fx.capture[1])} capture points differ")
+    return bad
+
+
 def write_fixtures(names: list[str]) -> None:
     import pyboy
 
@@ -231,8 +273,12 @@ def main() -> int:
     ap.add_argument("--import-frame", type=int, default=120)
     ap.add_argument("--frames", type=int, default=300)
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
+    ap.add_argument("--sweep", metavar="NAME", help="import a hooked fixture at each of its hooks (needs PyBoy)")
+    ap.add_argument("--lag", type=int, help="with --sweep: the access lag to try instead of ACCESS_LAG")
     a = ap.parse_args()
     os.chdir(ROOT)
+    if a.sweep:
+        return 1 if sweep(a.sweep, a.lag) else 0
     if a.table:
         import pyboy_fixture_table
 

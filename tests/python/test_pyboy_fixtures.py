@@ -3,11 +3,11 @@ MBC1/MBC3+RTC/MBC5 banking, an OAM DMA in progress, the timer's overflow and rel
 a serial transfer in progress.
 
 The states were saved by PyBoy 2.8.1 (scripts/make_pyboy_fixtures.py) while running this
-project's own ROMs (tests/python/pyboy_fixture_roms.py); no PyBoy is needed here. Each test
-asserts the imported GBX fields against what the ROM set up (the values in
-pyboy_fixture_roms.py, not values read back from the importer), then runs the imported state
-on in GBX and compares the bytes the program writes, frame by frame, with what PyBoy's own
-continuation wrote.
+project's own ROMs (tests/python/pyboy_fixture_roms.py); no PyBoy is needed here. The tests
+assert the imported GBX fields against what the ROM set up (the values in
+pyboy_fixture_roms.py) and against PyBoy's saved clocks with the documented conversions, then
+run the imported state on in GBX and compare the bytes the program writes, and the cycle
+each frame ends at, frame by frame with what PyBoy's own continuation did.
 """
 import gzip
 import hashlib

@@ -213,6 +213,23 @@ def _oam_dma() -> Fixture:
     )
 
 
+def _oam_dma_end(nops: int) -> Fixture:
+    # The DMA's last M-cycle: OAM is read (LD A,(FE00), in its M-cycle 4) `nops` NOPs after the
+    # FF46 write. GBX owns OAM from the write's io_time + 8 for 640 T-cycles (bus.h oam_dma):
+    # the read at write + 16 + 4 * nops is blocked (FF) for nops <= 157 and sees OAM for
+    # 158. Captured mid-DMA, the import must end the DMA where GBX itself would have.
+    a = Asm().quiet().wait_ly(144).poke(0xFF40, 0x00)
+    a.fill(0xFE00, 160, 0x11, 0).fill(0x8000, 160, DMA_FIRST, DMA_STEP)
+    a.poke(0xFF46, 0x80)
+    hooks = a.nops(nops)
+    a.copy(0xFE00, 0xC000).forever()
+    rom = make_cart(bytes(a.code), title=b"PBDMAEND")
+    return Fixture(
+        f"OAM_DMA_END_{nops}", rom, ("hook", [hooks + 12], "dma"), results=[0xC000], run_frames=2,
+        setup={"wram_after": {0xC000: 0xFF if nops <= 157 else DMA_FIRST}},
+    )
+
+
 TMA = 0xAB
 
 
@@ -251,7 +268,8 @@ def _serial() -> Fixture:
 
 
 def fixtures() -> list[Fixture]:
-    return [_mbc1(), _mbc3_rtc(), _mbc5(), _oam_dma(), _timer(1), _timer(2), _serial()]
+    return [_mbc1(), _mbc3_rtc(), _mbc5(), _oam_dma(), _oam_dma_end(157), _oam_dma_end(158), _timer(1),
+            _timer(2), _serial()]
 
 
 def by_name(name: str) -> Fixture:

@@ -13,7 +13,9 @@ version 29) and :func:`import_state` maps it onto the GBX state fields
 (``runtime/include/gbx/runtime/state_fields.h``) over the DMG post-boot state of the same ROM.
 The GBX cycle counter takes PyBoy's (``cpu.cycles``); every lazily caught-up clock (timer,
 PPU, serial, OAM DMA, RTC) is re-expressed as a cycle epoch from the place PyBoy had caught
-it up to, so the lazy catch-up of both emulators continues from the same point.
+it up to, so the lazy catch-up of both emulators continues from the same point; a clock that
+a memory access started or reset is moved by ACCESS_LAG, the difference between PyBoy's and
+GBX's stamp of an access.
 
 Mapped: CPU registers, IME and the EI delay, HALT/STOP, IE/IF; WRAM, HRAM, VRAM, OAM (and the
 unusable FEA0-FEFF bytes), cartridge RAM; DIV's 16-bit system counter, TIMA/TMA/TAC and the
@@ -28,7 +30,8 @@ until the first VBlank after loading), the window's internal line counter (0), t
 frame sequencer phase, envelopes, sweep and wave position (GBX emulates no sound), PyBoy's
 ``interrupt_queued``, the serial clock's phase within a bit, the MBC3 latched clock copy
 (taken equal to the live one) and latch register, SGB state, CGB state (CGB states are
-refused). States of other PyBoy format versions are refused: load them in PyBoy 2.8.x and
+refused). PyBoy 2.8.1 itself loses the MBC5 ROM bank's bit 8 (it saves the bank in one byte)
+and shifts a serial byte in 1024 T-cycles (an imported transfer takes the DMG's 4096). States of other PyBoy format versions are refused: load them in PyBoy 2.8.x and
 save them again.
 """
 from __future__ import annotations
@@ -44,6 +47,19 @@ from . import _native
 PYBOY_STATE_VERSION = 29  # what PyBoy 2.8.x writes (pyboy/utils.py STATE_VERSION)
 FRAME_CYCLES = 70224
 LINE_DOTS = 456
+
+# PyBoy runs an instruction's memory access at its own cycle counter, which it advances in
+# whole M-cycles around the access: the access is stamped 4 T-cycles before the start of the
+# M-cycle it happens in on hardware (LDH (n),A: cycles += 4, then the write, in its M-cycle 3;
+# pyboy/core/opcodes.py). GBX stamps it 1 T-cycle into that M-cycle (io_time,
+# templates/hw/machine.h). A clock that an access started or reset in PyBoy at cycle X (DIV,
+# an OAM DMA, a serial transfer, the RTC's second) therefore runs from X + 5 in GBX's
+# timeline, which is where GBX itself would have started it.
+ACCESS_LAG = 5
+SERIAL_TRANSFER_CYCLES = 4096  # DMG: 8 bits at 8192 Hz (Pan Docs "Serial Data Transfer")
+_PYBOY_SERIAL_CYCLES = 8 * 128  # PyBoy 2.8.1 clocks a byte in 1024 T-cycles (serial.py)
+_PYBOY_DMA_DELAY = 12  # PyBoy: start_cycle = the FF46 write's cycle + 12 (mb.py transfer_DMA)
+_GBX_DMA_DELAY = 8  # GBX: the DMA owns the bus from the write's io_time + 8 (templates/hw/bus.h)
 
 _NEVER = 0x7FFFFFFFFFFFFFFF
 _NEVER_PAST = -(1 << 62)
@@ -309,6 +325,39 @@ def _sound_registers(snd: dict[str, Any]) -> dict[int, int]:
     return regs
 
 
+def _dma_source_byte(p: PyBoyState, rom_b: bytes, addr: int) -> int:
+    """What an OAM DMA reads at ``addr`` in the machine the PyBoy state describes (GBX's
+    bus_read_dma: the buses without the CPU's access windows; DMG: E000-FFFF reads WRAM)."""
+    cart, kind = p.cart, p.cart["kind"]
+    banks = max(1, len(rom_b) // 0x4000)
+    if addr < 0x8000:
+        if addr >= 0x4000:
+            bank = cart["rombank_selected"]
+        elif kind == "mbc1" and cart["memorymodel"] & 1:
+            bank = (cart["bank2"] & 3) << 5
+        else:
+            bank = 0
+        return rom_b[(bank % banks) * 0x4000 + (addr & 0x3FFF)]
+    if addr < 0xA000:
+        return p.lcd["VRAM"][addr - 0x8000]
+    if addr < 0xC000:
+        if kind != "none" and not cart["rambank_enabled"]:
+            return 0xFF
+        bank = cart["rambank_selected"]
+        if kind == "mbc1":
+            bank = cart["bank2"] & 3 if cart["memorymodel"] & 1 else 0
+        if "rtc" in cart and 0x08 <= bank <= 0x0C:
+            rt = cart["rtc"]
+            dh = (rt["day_high"] & 1) | (rt["halt"] & 1) << 6 | (rt["day_carry"] & 1) << 7
+            return (rt["seconds"], rt["minutes"], rt["hours"], rt["day_low"], dh)[bank - 8]
+        ram = cart["ram"]
+        if cart["ram_byte"] == 0 and kind != "mbc2":
+            return 0xFF
+        off = (bank * 0x2000 + (addr - 0xA000)) % len(ram)
+        return ram[off]
+    return p.wram[(addr - 0xC000) & 0x1FFF]
+
+
 def import_state(state: bytes | str | os.PathLike, rom: str | bytes | os.PathLike) -> bytes:
     """A PyBoy 2.8.x ``.state`` (bytes or a path) of ``rom`` as a GBX save-state blob.
 
@@ -359,9 +408,10 @@ def import_state(state: bytes | str | os.PathLike, rom: str | bytes | os.PathLik
     first_line = lcd_on and lcd["first_frame"] and ppu_pos < LINE_DOTS
     put("ppu_epoch", cycles - ppu_pos - (0 if first_line else FRAME_CYCLES))
 
-    # Timer: DIV's 16-bit counter and TIMA are as of t.last_cycles; GBX catches up from there.
+    # Timer: DIV's 16-bit counter and TIMA are as of t.last_cycles, on PyBoy's access timeline
+    # (ACCESS_LAG); GBX catches up from there.
     t = p.timer
-    synced = t["last_cycles"]
+    synced = t["last_cycles"] + ACCESS_LAG
     put("timer_synced", synced)
     put("div_epoch", synced - t["DIV_counter"])
     if t["reload_state"] == 1:  # TIMA overflowed: reads 00 until the reload
@@ -372,14 +422,22 @@ def import_state(state: bytes | str | os.PathLike, rom: str | bytes | os.PathLik
         tima, reload_at = t["TIMA"], _NEVER_PAST
     put("tima_reload", reload_at)
 
-    # OAM DMA: PyBoy copies from start_cycle on, one byte per M-cycle.
+    # OAM DMA: PyBoy copies one byte per M-cycle from start_cycle on; GBX owns the bus for
+    # 160 M-cycles from its own start and has copied the block when the DMA started, so the
+    # bytes PyBoy had not moved yet are completed here from the source.
     d = p.dma
-    put("dma_end", d["start_cycle"] + 640 if d["active"] else 0)
+    if d["active"]:
+        write = d["start_cycle"] - _PYBOY_DMA_DELAY + ACCESS_LAG
+        put("dma_end", write + _GBX_DMA_DELAY + 640)
+    else:
+        put("dma_end", 0)
 
-    # Serial: only an internally clocked transfer completes by itself.
+    # Serial: only an internally clocked transfer completes by itself. It keeps the start
+    # PyBoy gave it and takes the DMG's 4096 T-cycles, not PyBoy's 1024.
     s = p.serial
     if s["transfer_enabled"] and s["internal_clock"]:
-        put("serial_event", s["last_cycles"] + max(0, s["clock_target"] - s["clock"]))
+        started = s["last_cycles"] - (s["clock"] - (s["clock_target"] - _PYBOY_SERIAL_CYCLES))
+        put("serial_event", started + ACCESS_LAG + SERIAL_TRANSFER_CYCLES)
     else:
         put("serial_event", _NEVER)
 
@@ -415,7 +473,9 @@ def import_state(state: bytes | str | os.PathLike, rom: str | bytes | os.PathLik
         dh = (rt["day_high"] & 1) | (rt["halt"] & 1) << 6 | (rt["day_carry"] & 1) << 7
         live = bytes([rt["seconds"], rt["minutes"], rt["hours"], rt["day_low"], dh])
         out["rtc_regs"] = live + live
-        put("rtc_second_start", cycles - rt["cycles"])
+        # PyBoy's fraction of the current second is as of its last access to the clock (it
+        # saves no cycle for that): taken as of the save, PyBoy's own reading of it.
+        put("rtc_second_start", cycles + ACCESS_LAG - rt["cycles"])
 
     # PPU flags the renderer keeps: bit 1, the window's WY matched this frame.
     put("lcd_flags", (fields["lcd_flags"][0] & ~0x02) | (0x02 if p.wy_activated_frame else 0))
@@ -424,7 +484,11 @@ def import_state(state: bytes | str | os.PathLike, rom: str | bytes | os.PathLik
     M = _native
     mem[M.MEM_VRAM : M.MEM_VRAM + 0x2000] = lcd["VRAM"]
     mem[M.MEM_WRAM : M.MEM_WRAM + 0x2000] = p.wram
-    mem[M.MEM_OAM : M.MEM_OAM + 0xA0] = lcd["OAM"]
+    oam = bytearray(lcd["OAM"])
+    if d["active"]:
+        for i in range(d["index"], 0xA0):
+            oam[i] = _dma_source_byte(p, rom_b, (d["source"] << 8) | i)
+    mem[M.MEM_OAM : M.MEM_OAM + 0xA0] = oam
     mem[M.MEM_OAM + 0xA0 : M.MEM_OAM + 0x100] = p.unusable
     # GBX holds the header's RAM size (MBC2: 512) after the fixed regions, no padding (every
     # RAM size is a multiple of the 64-byte alignment).

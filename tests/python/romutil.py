@@ -18,20 +18,27 @@ COUNTER_PROGRAM = bytes([
 ])
 
 
-def make_rom(program: bytes, title: bytes = b"GBXTEST") -> bytes:
-    """A 32 KiB ROM-only cartridge: entry 0x0100 jumps to `program` at 0x0150."""
-    rom = bytearray(0x8000)
+def make_cart(program: bytes, cart_type: int = 0x00, rom_size_code: int = 0x00,
+              ram_size_code: int = 0x00, title: bytes = b"GBXTEST") -> bytes:
+    """A cartridge of 32 KiB << rom_size_code: entry 0x0100 jumps to `program` at 0x0150; the
+    header's type and ROM/RAM size bytes as given (Pan Docs "The Cartridge Header")."""
+    rom = bytearray(0x8000 << rom_size_code)
     rom[0x100:0x104] = bytes([0x00, 0xC3, 0x50, 0x01])  # NOP; JP 0x0150
     rom[0x134:0x134 + len(title)] = title
-    rom[0x147] = 0x00  # ROM only
-    rom[0x148] = 0x00  # 32 KiB
-    rom[0x149] = 0x00  # no RAM
+    rom[0x147] = cart_type
+    rom[0x148] = rom_size_code
+    rom[0x149] = ram_size_code
     x = 0
     for b in rom[0x134:0x14D]:
         x = (x - b - 1) & 0xFF
     rom[0x14D] = x
     rom[0x150:0x150 + len(program)] = program
     return bytes(rom)
+
+
+def make_rom(program: bytes, title: bytes = b"GBXTEST") -> bytes:
+    """A 32 KiB ROM-only cartridge: entry 0x0100 jumps to `program` at 0x0150."""
+    return make_cart(program, title=title)
 
 
 COUNTER_ROM = make_rom(COUNTER_PROGRAM)

@@ -6,6 +6,7 @@ Two layers:
   loaded into a GBX env and compared; malformed states are refused in one line.
 - With PyBoy installed (`pip install .[test,pyboy]`, opt-in: scripts/test.sh with
   GBX_TEST_PYBOY=1): the same live, on several built-in ROMs, and both emulators run on.
+Banking, RTC, OAM DMA, timer reload and serial states: test_pyboy_fixtures.py.
 """
 import gzip
 import hashlib

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <random>
 
+#include "gbx/runtime/rom.h"
 #include "gbx/runtime/rom_builder.h"
 #include "test_util.h"
 
@@ -99,6 +100,62 @@ TEST_CASE("refused cartridges write nothing: camera 0xFC, HuC3 0xFE, CGB-only") 
         2, c.needle);
     CHECK(!std::filesystem::exists(out("v")));
   }
+}
+
+// Issue 19 item 7. A wrong header checksum would lock a DMG's boot ROM up; GBX skips the boot
+// ROM, so the cartridge runs, with one warning line. A size byte that disagrees with the file
+// and an unknown cartridge type are one error line and a non-zero exit, for run and verify.
+TEST_CASE("header checksum, size byte, cartridge type: run and verify") {
+  test::TempDir d;
+  RomSpec spec;
+  spec.program = {0x3C, 0x18, 0xFD};  // INC A; JR -3
+  const std::vector<uint8_t> good = build_rom(spec);
+  auto variant = [&](const char* name, std::vector<std::pair<int, uint8_t>> bytes, bool fix) {
+    std::vector<uint8_t> b = good;
+    for (auto [at, v] : bytes) b[at] = v;
+    if (fix) b[0x14D] = compute_header_checksum(b);
+    write_file(d.path / name, b);
+    return d.path / name;
+  };
+  const auto verify = [&](const std::filesystem::path& rom) {
+    return tool("gbx-run") + " verify --ref cpu --dut cpu --steps 2 --rom '" + rom.string() +
+           "' --out '" + (d.path / "v").string() + "'";
+  };
+
+  const auto checksum = variant("checksum.gb", {{0x14D, (uint8_t)(good[0x14D] ^ 0x5A)}}, false);
+  for (const std::string& cmd : {run_rom(checksum, "--print-state"), verify(checksum)}) {
+    auto r = run_command(cmd);
+    CAPTURE(r.output);
+    CHECK(r.exit_code == 0);
+    char want[96];
+    std::snprintf(want, sizeof want, "warning: header checksum mismatch: 0x14D holds 0x%02X",
+                  good[0x14D] ^ 0x5A);
+    CHECK(r.output.find(want) != std::string::npos);
+    const size_t at = r.output.find("warning:");
+    CHECK(r.output.find("warning:", at + 1) == std::string::npos);  // one line
+  }
+
+  const struct {
+    std::filesystem::path rom;
+    std::string needle;
+  } cases[] = {
+      {variant("size_big.gb", {{0x148, 0x02}}, true),
+       "header ROM size code 0x02 says 128 KiB but the file is 32768 bytes"},
+      {variant("size_bad.gb", {{0x148, 0x0A}}, true), "invalid ROM size code 0x0A at 0x148"},
+      {variant("type.gb", {{0x147, 0x42}}, true), "unknown cartridge type 0x42 at 0x147"},
+  };
+  for (const auto& c : cases) {
+    check_one_line_error(run_command(run_rom(c.rom)), 1, c.needle);
+    check_one_line_error(run_command(verify(c.rom)), 2, c.needle);
+  }
+  // A file larger than its size byte says.
+  std::vector<uint8_t> doubled = good;
+  doubled.insert(doubled.end(), good.begin(), good.end());
+  write_file(d.path / "doubled.gb", doubled);
+  check_one_line_error(run_command(run_rom(d.path / "doubled.gb")), 1,
+                       "says 32 KiB but the file is 65536 bytes");
+  check_one_line_error(run_command(verify(d.path / "doubled.gb")), 2,
+                       "says 32 KiB but the file is 65536 bytes");
 }
 
 TEST_CASE("bad CLI values give one-line errors with exit code 2") {

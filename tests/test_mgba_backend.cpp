@@ -422,3 +422,41 @@ TEST_CASE("mgba: argument errors are values") {
   REQUIRE(any.ok());
   CHECK(any.value()->name() == "mgba");
 }
+
+// A DMG runs SGB- and CGB-compatible cartridges as DMG games, and so does GBX; mGBA takes a
+// model per cartridge kind from its configuration, and GBValidModels counts a cartridge as
+// SGB only with 0x146 = 0x03 and the old licensee 0x14B = 0x33 (Pan Docs "0146 - SGB Flag").
+TEST_CASE("mgba: SGB- and CGB-compatible cartridges run as a DMG") {
+  struct Kind {
+    const char* name;
+    uint8_t cgb, sgb, licensee;
+  };
+  for (const Kind& k : {Kind{"SGB flag", 0x00, 0x03, 0x33}, Kind{"CGB-compatible", 0x80, 0, 0},
+                        Kind{"SGB flag and CGB-compatible", 0x80, 0x03, 0x33}}) {
+    const std::string name = k.name;
+    CAPTURE(name);
+    gbx::RomSpec spec;
+    spec.program = kAluLoop;
+    Bytes bytes = gbx::build_rom(spec);
+    bytes[0x143] = k.cgb;
+    bytes[0x146] = k.sgb;
+    bytes[0x14B] = k.licensee;
+    bytes[0x14D] = gbx::compute_header_checksum(bytes);
+    auto rom = gbx::rom_from_bytes("flagged", bytes);
+    REQUIRE(rom.ok());
+    auto b = make_backend(rom.value());  // reset refuses any model but DMG
+    CHECK(state(*b).a == 0x01);          // DMG (SGB would be 0x01 too, CGB 0x11)
+    CHECK(state(*b).c == 0x13);          // SGB: C = 0x14 (Pan Docs "Power Up Sequence")
+    step(*b);
+    CHECK(state(*b).cycle_count >= kFrame);
+  }
+  // CGB-only stays refused, before any core is made.
+  gbx::RomSpec spec;
+  spec.program = kAluLoop;
+  Bytes bytes = gbx::build_rom(spec);
+  bytes[0x143] = 0xC0;
+  bytes[0x14D] = gbx::compute_header_checksum(bytes);
+  auto cgb = gbx::rom_from_bytes("cgb", bytes);
+  REQUIRE_FALSE(cgb.ok());
+  CHECK(cgb.error().message == "CGB-only cartridge (0x143 = 0xC0): GBX emulates the DMG only");
+}

@@ -200,6 +200,58 @@ TEST_CASE("gbx-run testrom reports PASS/FAIL by the common conventions") {
   CHECK(missing.output.find("0 passed, 1 failed") != std::string::npos);
 }
 
+// The rule is the suite's, never the first LD B,B: blargg's cpu_instrs and instr_timing execute
+// LD B,B as ordinary code and report on the serial port (issue 19).
+TEST_CASE("gbx-run testrom --rule: a blargg ROM that executes LD B,B") {
+  test::TempDir dir;
+  Asm a;
+  a.op("LD B,d8", 0x12).op("LD B,B");  // ordinary code here, with registers of no meaning
+  a.op("LD HL,d16", "text").label("next").op("LD A,(HL+)").op("AND A").op("JR Z,r8", "end");
+  a.op("LDH (a8),A", io::kSB).op("LD A,d8", 0x81).op("LDH (a8),A", io::kSC);
+  a.label("wait").op("LDH A,(a8)", io::kSC).op("AND d8", 0x80).op("JR NZ,r8", "wait");
+  a.op("JR r8", "next").label("end").op("JR r8", "end").label("text").asciz("t\n\nPassed\n");
+  const auto bytes = rom_from(a);
+  auto write = [&](const std::filesystem::path& p) {
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary).write((const char*)bytes.data(), (long)bytes.size());
+    return p.string();
+  };
+  const auto plain = write(dir.path / "own" / "ldbb_serial.gb");
+  const auto blargg = write(dir.path / "blargg" / "ldbb_serial.gb");
+  const std::string tool = test::tool("gbx-run") + " testrom --frames 30 ";
+
+  auto any = test::run_command(tool + plain);  // no suite: the first convention shown
+  CHECK(any.exit_code == 1);
+  CHECK(any.output.find("FAIL  " + plain + "  (mooneye: LD B,B with unexpected registers B=12") !=
+        std::string::npos);
+  auto by_rule = test::run_command(tool + "--rule blargg " + plain);
+  CAPTURE(by_rule.output);
+  CHECK(by_rule.exit_code == 0);
+  CHECK(by_rule.output.find("PASS  " + plain + "  (blargg-serial: serial: \"t  Passed\"") !=
+        std::string::npos);
+  auto by_path = test::run_command(tool + blargg);  // --rule auto: a blargg folder
+  CHECK(by_path.exit_code == 0);
+  CHECK(by_path.output.find("PASS  " + blargg + "  (blargg-serial") != std::string::npos);
+  auto mooneye = test::run_command(tool + "--rule mooneye " + blargg);
+  CHECK(mooneye.exit_code == 1);
+  CHECK(mooneye.output.find("FAIL  " + blargg + "  (mooneye: LD B,B with unexpected") !=
+        std::string::npos);
+
+  // A Mealybug ROM without its DMG expectation is skipped, not failed.
+  const auto mealybug = write(dir.path / "mealybug" / "m3_none.gb");
+  auto skip = test::run_command(tool + mealybug + " " + blargg);
+  CAPTURE(skip.output);
+  CHECK(skip.exit_code == 0);
+  CHECK(skip.output.find("SKIP  " + mealybug + "  (no DMG expectation (") != std::string::npos);
+  CHECK(skip.output.find("1 passed, 0 failed, 1 skipped") != std::string::npos);
+
+  auto bad = test::run_command(tool + "--rule blarg " + plain);
+  CHECK(bad.exit_code == 2);
+  CHECK(test::count_lines(bad.output) == 1);
+  CHECK(bad.output.rfind("error: unknown --rule 'blarg' (auto, mooneye, blargg, image or any)",
+                         0) == 0);
+}
+
 // LCD switched on (LCDC.7 0 -> 1): line 0 starts without an OAM scan (mode 0, OAM and VRAM
 // free) and goes to mode 3 80 dots after the write; every line after that is normal. At the
 // end of each line LY already reads the next line for 4 dots while STAT still reads mode 0

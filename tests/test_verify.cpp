@@ -11,6 +11,7 @@
 #include "gbx/runtime/asm.h"
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/ppu_roms.h"
+#include "gbx/runtime/rom.h"
 #include "gbx/runtime/rom_builder.h"
 #include "gbx/runtime/verify.h"
 #include "test_util.h"
@@ -407,4 +408,35 @@ TEST_CASE("verify --screen: a differing screen is found and pictured in the bund
   CHECK(fs::exists(rep->bundle / "ref_screen.png"));
   CHECK(fs::exists(rep->bundle / "dut_screen.png"));
   CHECK(read_json(rep->bundle / "metadata.json")["settings"]["screen"] == true);
+}
+
+// A DMG runs SGB- and CGB-compatible cartridges as DMG games, and verify's mGBA does too
+// (issue 19 item 4): a built-in ROM with the SGB flag (0x146 = 0x03, licensee 0x33, which
+// mGBA needs to call it SGB), and libbet.gb (0x143 = 0x80 and the SGB flag) when it is there.
+TEST_CASE("verify --ref mgba: SGB- and CGB-compatible cartridges run as a DMG") {
+  test::TempDir d;
+  auto rom = load_rom("builtin:PPU_BENCH");
+  REQUIRE(rom.ok());
+  std::vector<uint8_t> bytes = rom->bytes;
+  bytes[0x146] = 0x03;
+  bytes[0x14B] = 0x33;
+  bytes[0x14D] = compute_header_checksum(bytes);
+  const fs::path sgb = d.path / "ppu_bench_sgb.gb";
+  std::ofstream(sgb, std::ios::binary)
+      .write((const char*)bytes.data(), (std::streamsize)bytes.size());
+  auto rep = run_verify(screen_verify(sgb.string(), d.path, 12));
+  REQUIRE_MESSAGE(rep.ok(), (rep.ok() ? "" : rep.error().message));
+  CHECK_MESSAGE(rep->match, rep->verdict());
+
+  const fs::path libbet =
+      fs::path(GBX_TEST_SOURCE_DIR) / ".." / ".." / "shared" / "games" / "libbet.gb";
+  if (!fs::exists(libbet)) {
+    // Not "[skipped]": that would mark the whole suite skipped in ctest.
+    MESSAGE("libbet.gb not found at " << libbet.string() << ": its part is not run");
+    return;
+  }
+  // 600 frames, screens compared every frame: libbet's title and menu (measured: a match).
+  rep = run_verify(screen_verify(libbet.string(), d.path, 600));
+  REQUIRE_MESSAGE(rep.ok(), (rep.ok() ? "" : rep.error().message));
+  CHECK_MESSAGE(rep->match, rep->verdict());
 }

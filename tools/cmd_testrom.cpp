@@ -1,4 +1,4 @@
-// gbx-run testrom: PASS/FAIL per test ROM by the common conventions (runtime/testrom.h).
+// gbx-run testrom: PASS/FAIL per test ROM by its suite's pass rule (runtime/testrom.h).
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -17,6 +17,7 @@ struct TestRomCli {
   long long frames = 3600;
   std::string backend = "cpu";
   std::string expect_png;
+  std::string rule = "auto";
   bool verbose = false;
 };
 
@@ -39,19 +40,30 @@ int cmd_testrom(const TestRomCli& c) {
     return tool::fail(make_error(ErrorKind::Usage,
                                  "--expect-png FILE takes one ROM; for several, give a folder "
                                  "holding <rom name>.png for each"));
+  auto rule = parse_test_rom_rule(c.rule);
+  if (!rule) return tool::fail(rule.error());
   TestRomOptions o;
   o.backend = c.backend;
   o.max_frames = c.frames;
   o.verbose = c.verbose;
-  int passed = 0, failed = 0;
+  int passed = 0, failed = 0, skipped = 0;
   for (const std::string& path : c.roms) {
+    const TestRomPlan plan =
+        resolve_test_rom(path, rule.value(), expected_png_for(c.expect_png, path));
+    if (!plan.skip.empty()) {
+      std::printf("SKIP  %s  (%s)\n", path.c_str(), plan.skip.c_str());
+      ++skipped;
+      continue;
+    }
     auto rom = load_rom(path);
     if (!rom) {
       std::printf("FAIL  %s  (error: %s)\n", path.c_str(), rom.error().message.c_str());
       ++failed;
       continue;
     }
-    o.expect_png = expected_png_for(c.expect_png, path);
+    tool::print_warnings(rom->warnings);
+    o.rule = plan.rule;
+    o.expect_png = plan.expect_png;
     auto r = run_test_rom(rom.value(), o);
     if (!r) {
       if (r.error().kind == ErrorKind::Usage) return tool::fail(r.error());
@@ -67,7 +79,10 @@ int cmd_testrom(const TestRomCli& c) {
                   t.convention.c_str(), t.detail.c_str(), (long long)t.frames);
     (t.passed ? passed : failed)++;
   }
-  std::printf("%d passed, %d failed\n", passed, failed);
+  if (skipped)
+    std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  else
+    std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }
 
@@ -78,7 +93,9 @@ namespace gbx::tool {
 void register_testrom(CLI::App& app, Commands& cmds) {
   static TestRomCli cli;
   auto* t = app.add_subcommand(
-      "testrom", "run test ROMs and report PASS/FAIL (mooneye LD B,B, blargg serial or $A000)");
+      "testrom",
+      "run test ROMs and report PASS/FAIL by each suite's rule (mooneye LD B,B registers, "
+      "blargg serial, $A000 or screen text, the screen at LD B,B against a PNG)");
   t->add_option("roms", cli.roms, "ROM paths or builtin:NAME")->required();
   t->add_option("--frames", cli.frames, "frames to wait for a result per ROM")
       ->capture_default_str();
@@ -86,6 +103,10 @@ void register_testrom(CLI::App& app, Commands& cmds) {
   t->add_option("--expect-png", cli.expect_png,
                 "image test: compare the screen at LD B,B with this PNG (one ROM), or with "
                 "DIR/<rom name>.png for each ROM");
+  t->add_option("--rule", cli.rule,
+                "auto (from the ROM's path: mooneye, blargg, dmg-acid2, mealybug folders; "
+                "else any) | mooneye | blargg | image | any (the first convention the ROM shows)")
+      ->capture_default_str();
   t->add_flag("--verbose", cli.verbose, "backend logs");
   cmds.emplace_back(t, [] { return cmd_testrom(cli); });
 }

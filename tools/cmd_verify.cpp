@@ -106,6 +106,7 @@ int cmd_verify(const VerifyCli& c, const std::vector<std::string>& args) {
   if (isatty(STDERR_FILENO))
     o.progress = [](const std::string& line) { std::fprintf(stderr, "\r%s\033[K", line.c_str()); };
 
+  o.warn = [](const std::string& w) { tool::print_warnings({w}); };
   auto rep = run_verify(o);
   if (o.progress) std::fprintf(stderr, "\r\033[K");
   if (!rep) return verify_fail(rep.error());

@@ -21,13 +21,14 @@ _native.set_template_root(str(TEMPLATE_DIR))
 
 from ._native import CompileError, NoDeviceError  # noqa: E402
 from .actions import CODECS  # noqa: E402
-from .vec_env import VecEnv  # noqa: E402
+from .vec_env import RomWarning, VecEnv  # noqa: E402
 from . import ramsearch  # noqa: E402
 from .ramsearch import RamSearch  # noqa: E402
 from .video import record_video  # noqa: E402
 
 __all__ = [
     "VecEnv",
+    "RomWarning",
     "CompileError",
     "NoDeviceError",
     "CODECS",

@@ -83,6 +83,9 @@ class Backend:
     @property
     def rom_sha256(self) -> str: ...
     @property
+    def rom_warnings(self) -> list[str]:
+        """What the ROM loaded with (a wrong header checksum, padding); VecEnv warns with them."""
+    @property
     def num_envs(self) -> int: ...
     @property
     def frames_per_step(self) -> int: ...

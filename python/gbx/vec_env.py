@@ -1,6 +1,7 @@
 """gbx.VecEnv: many Game Boys as one Gymnasium 1.x vector environment."""
 from __future__ import annotations
 
+import warnings
 from typing import Any, Sequence
 
 import gymnasium as gym
@@ -29,6 +30,10 @@ def _parse_device(device: str) -> tuple[str, int]:
         if rest.startswith(":") and rest[1:].isdigit():
             return "cuda", int(rest[1:])
     raise ValueError(f"unknown device {device!r} (cpu, cuda, cuda:N or mgba)")
+
+
+class RomWarning(UserWarning):
+    """A ROM that runs but is not what its header says (e.g. a wrong header checksum)."""
 
 
 class VecEnv(gym.vector.VectorEnv):
@@ -153,6 +158,8 @@ class VecEnv(gym.vector.VectorEnv):
             tiered_start=bool(tiered_start),
             specialize=str(specialize),
         )
+        for w in self._native.rom_warnings:  # a wrong header checksum: the env runs, not silently
+            warnings.warn(f"ROM {self._native.rom_name}: {w}", RomWarning, stacklevel=2)
         self.num_envs = int(num_envs)
         self.device = device
         self.frames_per_step = int(frames_per_step)

@@ -237,6 +237,7 @@ class Native {
   }
   std::string rom_name() const { return rom_.name; }
   std::string rom_sha256() const { return rom_.sha256; }
+  std::vector<std::string> rom_warnings() const { return rom_.warnings; }
   int num_envs() const { return n_; }
   int frames_per_step() const { return frames_per_step_; }
   int obs_dim() const { return kObsDim; }
@@ -634,6 +635,7 @@ NB_MODULE(_native, m) {
       .def("finish_tier_up", &Native::finish_tier_up)
       .def_prop_ro("rom_name", &Native::rom_name)
       .def_prop_ro("rom_sha256", &Native::rom_sha256)
+      .def_prop_ro("rom_warnings", &Native::rom_warnings)
       .def_prop_ro("num_envs", &Native::num_envs)
       .def_prop_ro("frames_per_step", &Native::frames_per_step)
       .def_prop_ro("obs_dim", &Native::obs_dim)

@@ -547,10 +547,15 @@ struct MgbaBackend::Impl {
       return make_error(ErrorKind::Runtime, "mGBA could not initialize a GB core");
     }
     // No port name: nothing is read from the user's mGBA config, so no BIOS file is found
-    // and reset takes mGBA's skip-BIOS path. "gb.model" makes the DMG choice explicit
-    // (autodetection picks it too for a cartridge without CGB/SGB flags).
+    // and reset takes mGBA's skip-BIOS path. mGBA picks a model per cartridge kind from its
+    // configuration (gb/core.c, _GBCoreReset: "gb.model" for a plain cartridge, "sgb.model"
+    // for an SGB flag at 0x146, "cgb.model" for CGB-only, "cgb.hybridModel" for 0x143 = 0x80,
+    // "cgb.sgbModel" for both flags); a DMG runs every one of them as a DMG game, and so do
+    // GBX's kernels. CGB-only cartridges never get here (rom.cpp refuses them).
     mCoreInitConfig(e->core, nullptr);
-    mCoreConfigSetValue(&e->core->config, "gb.model", "DMG");
+    for (const char* key :
+         {"gb.model", "sgb.model", "cgb.model", "cgb.hybridModel", "cgb.sgbModel"})
+      mCoreConfigSetValue(&e->core->config, key, "DMG");
     e->gb = static_cast<struct GB*>(e->core->board);
     e->cpu = static_cast<struct SM83Core*>(e->core->cpu);
     // GBIsROM wants the logo bytes, so mCoreLoadFile would refuse our micro-ROMs;

@@ -215,12 +215,6 @@ Result<CartHeader> parse_header(const std::vector<uint8_t>& bytes) {
     h.title += static_cast<char>(bytes[i]);
   while (!h.title.empty() && h.title.back() == ' ') h.title.pop_back();
 
-  // Checked first: a wrong checksum means the other header fields cannot be trusted.
-  const uint8_t computed = compute_header_checksum(bytes);
-  if (computed != h.header_checksum)
-    return input("header checksum mismatch: 0x14D holds " + hex8(h.header_checksum) +
-                 ", the header bytes 0x134-0x14C sum to " + hex8(computed));
-
   // Pan Docs "0143 - CGB flag": 0xC0 means the game needs a Game Boy Color; 0x80 (works on
   // both) runs as on a DMG.
   if (bytes[0x143] == 0xC0)
@@ -306,6 +300,12 @@ Result<Rom> rom_from_bytes(std::string name, std::vector<uint8_t> bytes) {
   // The hash names the file as given; padding is how GBX maps it, not part of its identity.
   rom.sha256 =
       sha256_hex(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  // A DMG's boot ROM locks up on a wrong header checksum (Pan Docs "014D - Header
+  // Checksum"); GBX starts at the post-boot state, so the cartridge runs, with a warning.
+  if (const uint8_t computed = compute_header_checksum(bytes); computed != header->header_checksum)
+    rom.warnings.push_back("header checksum mismatch: 0x14D holds " +
+                           hex8(header->header_checksum) + ", the header bytes 0x134-0x14C give " +
+                           hex8(computed) + " (a DMG's boot ROM would lock up; GBX runs it)");
   if (bytes.size() != header->rom_size) {
     rom.warnings.push_back("ROM is " + std::to_string(bytes.size()) +
                            " bytes, not a power of two: padded with 0xFF to " +

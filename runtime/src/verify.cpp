@@ -105,6 +105,8 @@ class Verifier {
     auto rom = load_rom(o_.rom);
     if (!rom) return rom.take_error();
     rom_ = std::move(rom.value());
+    if (o_.warn)
+      for (const std::string& w : rom_.warnings) o_.warn(w);
     BackendConfig cfg;
     cfg.num_envs = 1;
     cfg.frames_per_step = o_.frames_per_step;

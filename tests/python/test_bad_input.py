@@ -122,3 +122,51 @@ def test_bad_specialize_option(gbx, tmp_path):
     with pytest.raises(ValueError) as ei:
         gbx.VecEnv(ROM, num_envs=1, specialize=f"profile:{tmp_path / 'missing.json'}")
     one_line(ei)
+
+
+def _with_header(rom: bytes, **fields: int) -> bytes:
+    """`rom` with header bytes replaced (offset=value) and its header checksum made right."""
+    b = bytearray(rom)
+    for offset, value in fields.items():
+        b[int(offset, 16)] = value
+    x = 0
+    for v in b[0x134:0x14D]:
+        x = (x - v - 1) & 0xFF
+    b[0x14D] = x
+    return bytes(b)
+
+
+def test_wrong_header_checksum_warns_and_runs(gbx):
+    from romutil import COUNTER_ROM
+    bad = bytearray(COUNTER_ROM)
+    bad[0x14D] ^= 0x5A
+    with pytest.warns(gbx.RomWarning, match="header checksum mismatch: 0x14D holds") as rec:
+        e = gbx.VecEnv(bytes(bad), num_envs=1, frames_per_step=1, release_after_frames=0)
+    assert len(rec) == 1 and "\n" not in str(rec[0].message)
+    e.reset(seed=0)
+    for _ in range(3):
+        e.step(np.zeros(1, dtype=np.int32))
+    assert e.backend.read_memory(0, 0xC000, 0xC003)[2] == 0x42  # the ROM ran
+    e.close()
+
+
+@pytest.mark.parametrize("fields,match", [
+    ({"0x148": 0x02}, "header ROM size code 0x02 says 128 KiB but the file is 32768 bytes"),
+    ({"0x148": 0x0A}, "invalid ROM size code 0x0A at 0x148"),
+    ({"0x147": 0x42}, "unknown cartridge type 0x42 at 0x147"),
+    ({"0x147": 0xFE}, r"unsupported cartridge type 0xFE \(HuC3\)"),
+])
+def test_header_that_disagrees_is_one_value_error(gbx, fields, match):
+    from romutil import COUNTER_ROM
+    with pytest.raises(ValueError, match=match) as ei:
+        gbx.VecEnv(_with_header(COUNTER_ROM, **fields), num_envs=1)
+    one_line(ei)
+
+
+def test_rom_larger_than_its_size_byte(gbx, tmp_path):
+    from romutil import COUNTER_ROM
+    path = tmp_path / "doubled.gb"
+    path.write_bytes(COUNTER_ROM + COUNTER_ROM)  # 64 KiB, the header says 32 KiB
+    with pytest.raises(ValueError, match="says 32 KiB but the file is 65536 bytes") as ei:
+        gbx.VecEnv(str(path), num_envs=1)
+    one_line(ei)

@@ -29,8 +29,9 @@ struct Rom {
   std::string name;  // file stem or builtin name
   std::vector<uint8_t> bytes;
   CartHeader header;
-  std::string sha256;                 // of the file's bytes (before any padding)
-  std::vector<std::string> warnings;  // e.g. the padding of a non-power-of-two dump
+  std::string sha256;  // of the file's bytes (before any padding)
+  // e.g. the padding of a non-power-of-two dump, a wrong header checksum
+  std::vector<std::string> warnings;
 };
 
 // Largest ROM accepted (MBC5's 8 MiB).
@@ -38,8 +39,8 @@ constexpr size_t kMaxRomSize = 8u << 20;
 
 // Parses and validates a header: size, size code vs file size (a file shorter than the
 // header says is an error; one that holds the header's banks but is not a power of two is
-// mapped padded), supported cartridge type, CGB-only flag, header checksum. Errors are one
-// line naming the problem.
+// mapped padded), supported cartridge type, CGB-only flag. Errors are one line naming the
+// problem. A wrong header checksum is not an error: rom_from_bytes adds a warning.
 Result<CartHeader> parse_header(const std::vector<uint8_t>& bytes);
 
 // Pan Docs header checksum: x = 0; x = x - rom[i] - 1 for i in 0x134..0x14C.

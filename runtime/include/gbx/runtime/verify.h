@@ -68,6 +68,8 @@ struct VerifyOptions {
   std::filesystem::path cwd;
   // Called now and then with a one-line progress message (may be empty).
   std::function<void(const std::string&)> progress;
+  // Called with each warning about the ROM (e.g. a wrong header checksum) once it is loaded.
+  std::function<void(const std::string&)> warn;
 };
 
 // One field that differs at a comparison.

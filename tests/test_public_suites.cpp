@@ -24,6 +24,7 @@
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/rom.h"
 #include "gbx/runtime/testrom.h"
+#include "skip.h"
 
 namespace fs = std::filesystem;
 using namespace gbx;
@@ -136,9 +137,7 @@ Outcome run_one(const fs::path& root, const std::string& rel) {
 TEST_CASE("public suites: every DMG-applicable ROM against tests/data/public_suites.tsv") {
   const fs::path root = testroms_dir();
   if (!fs::is_directory(root)) {
-    MESSAGE("[skipped] no test ROMs at " << root.string()
-                                         << " (../shared/testroms; or set GBX_TESTROMS_DIR)");
-    return;
+    GBX_SKIP("no test ROMs at " + root.string() + " (../shared/testroms; or set GBX_TESTROMS_DIR)");
   }
   const auto expected = read_expectations(kExpectations);
   const std::vector<std::string> roms = dmg_applicable(root);
@@ -284,8 +283,7 @@ TEST_CASE("public suites: a tile map read as blargg's console text") {
 TEST_CASE("public suites: blargg's screen text is its serial text") {
   const fs::path root = testroms_dir();
   if (!fs::is_directory(root / "blargg")) {
-    MESSAGE("[skipped] no blargg ROMs at " << (root / "blargg").string());
-    return;
+    GBX_SKIP("no blargg ROMs at " + (root / "blargg").string());
   }
   auto run = [&](const std::string& rel, std::string* serial) {
     auto rom = load_rom((root / rel).string());

@@ -1,6 +1,7 @@
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/cpu_backend.h"
 #include "gbx/runtime/cuda_backend.h"
+#include "gbx/runtime/gambatte_backend.h"
 #include "gbx/runtime/mgba_backend.h"
 
 namespace gbx {
@@ -24,7 +25,14 @@ Result<std::unique_ptr<Backend>> make_backend(const std::string& name, const Rom
                         "interpreter)");
     return make_mgba_backend(rom, config);
   }
-  return make_error(ErrorKind::Usage, "unknown backend '" + name + "' (cpu, cuda, mgba)");
+  if (name == "gambatte") {
+    if (config.specialize || config.specialize_auto_frames > 0)
+      return make_error(ErrorKind::Usage,
+                        "--specialize is for the cpu and cuda backends (gambatte runs its own "
+                        "interpreter)");
+    return make_gambatte_backend(rom, config);
+  }
+  return make_error(ErrorKind::Usage, "unknown backend '" + name + "' (cpu, cuda, mgba, gambatte)");
 }
 
 }  // namespace gbx

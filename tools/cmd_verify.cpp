@@ -122,10 +122,12 @@ void register_verify(CLI::App& app, Commands& cmds) {
       "run one env on a reference and a backend under test and compare them step by step\n"
       "exit: 0 match, 1 mismatch (bundle written under OUT/mismatch/), 2 usage or input "
       "error, 3 no CUDA device, 4 other failure");
-  c->add_option("--ref", v.ref,
-                "reference backend: mgba | gambatte | cpu | cuda (gambatte: Debian's "
-                "libretro-gambatte core; screens and memory only: libretro exposes no CPU "
-                "registers and stops only at Gambatte's own frame ends)")
+  c->add_option(
+       "--ref", v.ref,
+       "reference backend: mgba | gambatte | cpu | cuda (gambatte: Debian's "
+       "libretro-gambatte core; screens and memory only: libretro exposes no CPU "
+       "registers and stops only at Gambatte's own frame ends; --screen is implied without "
+       "--mem-region)")
       ->capture_default_str();
   c->add_option("--dut", v.dut, "backend under test: cpu | cuda")->capture_default_str();
   c->add_option("--dut-specialize", v.dut_specialize,

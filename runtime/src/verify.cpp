@@ -661,8 +661,11 @@ std::string VerifyReport::verdict() const {
          "; ref " + ref_text + ", dut " + dut_text + "); bundle: " + bundle.string();
 }
 
-Result<VerifyReport> run_verify(const VerifyOptions& o) {
-  if (auto st = validate(o); !st) return st.take_error();
+Result<VerifyReport> run_verify(const VerifyOptions& opts) {
+  if (auto st = validate(opts); !st) return st.take_error();
+  VerifyOptions o = opts;
+  // Without registers, gambatte with no region and no screen would compare nothing.
+  if (!compares_registers(o.ref) && o.regions.empty()) o.screen = true;
   Verifier v(o);
   if (auto st = v.open(); !st) return st.take_error();
   if (auto st = v.reset(); !st) return st.take_error();

@@ -57,7 +57,9 @@ int32_t action_for_step(const ActionSchedule& a, uint64_t seed, int64_t step,
                         int frames_per_step = 1);
 
 struct VerifyOptions {
-  std::string ref = "mgba";  // mgba | gambatte (screens and memory only) | cpu | cuda
+  // mgba | gambatte (screens and memory only; screens implied when no region is given) |
+  // cpu | cuda
+  std::string ref = "mgba";
   std::string dut = "cpu";
   std::string dut_specialize = "off";    // off | profile:FILE | auto[:N] (gbx/runtime/specialize.h)
   std::string rom = "builtin:ALU_LOOP";  // as given: "builtin:NAME" or a path

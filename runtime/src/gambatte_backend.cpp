@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 
+#include "gbx/runtime/env_state.h"
 #include "gbx/runtime/libretro_api.h"
 #include "gbx_abi.h"
 
@@ -24,6 +25,7 @@ namespace {
 constexpr const char* kDebianCorePath = "/usr/lib/x86_64-linux-gnu/libretro/gambatte_libretro.so";
 constexpr const char* kHowToGet = "apt-get install libretro-gambatte";
 constexpr int64_t kFrameCycles = 70224;
+constexpr int64_t kLinesToVblank = 144 * 456;  // LCD on (line 0, dot 0) to VBlank start
 // Gambatte's saveState rebases its cycle counter into [kCcBase, 2 * kCcBase).
 constexpr int64_t kCcBase = 0x8000;
 // libretro-gambatte resamples 2 MHz audio (one sample per 2 T-cycles) by 64.
@@ -252,6 +254,14 @@ class GambatteBackend final : public Backend {
     uint8_t* ioamhram = first->mutable_bytes("hram", &n);
     std::fill(ioamhram, ioamhram + 0xA0, 0);           // OAM FE00-FE9F
     std::fill(ioamhram + 0x180, ioamhram + 0x1FF, 0);  // HRAM FF80-FFFE
+    // Gambatte draws its own copy of the Nintendo logo; the boot ROM copies the cartridge's
+    // (Pan Docs "Power Up Sequence"), as GBX and mGBA do. The same for a licensed cartridge;
+    // GBX's micro-ROMs carry no logo (hardware would lock up on them, GBX skips the check).
+    uint8_t image[kBootVramEnd] = {};
+    boot_vram_image(rom_, image);
+    uint8_t* vram = first->mutable_bytes("vram", &n);
+    std::copy(image + 0x0010, image + 0x01A0, vram + 0x0010);
+    std::copy(image + 0x1904, image + kBootVramEnd, vram + 0x1904);
     initial_ = std::move(*first);
     return reset(0);
   }
@@ -337,11 +347,21 @@ class GambatteBackend final : public Backend {
   Result<std::vector<uint8_t>> read_screen(int env) override {
     if (Status st = check_env(env); !st) return st.take_error();
     // GBX's front buffer goes blank the moment the LCD goes off (Pan Docs "LCDC.7"); Gambatte
-    // shows that only with its next frame, which it ends 70224 cycles after the LCD went off
-    // (measured: 2048.gb turns it off at cycle ~68076 and Gambatte's blank frame ends at
-    // 138300). A pending frame that ends with the LCD off therefore says since when it was.
-    if (pending_ && !(pending_->io(0xFF40) & 0x80) && pending_->end - kFrameCycles <= target_)
-      return std::vector<uint8_t>((size_t)GBX_SCREEN_W * GBX_SCREEN_H, 0);
+    // shows that only with its next frame, so the pending frame says whether and since when
+    // the LCD was off at target_. One that ends with the LCD still off ends 70224 cycles after
+    // it went off (measured: 2048.gb turns it off at cycle ~68076 and Gambatte's blank frame
+    // ends at 138300). One that is longer or shorter than a frame had the LCD switched off
+    // and on inside it and ends at the first VBlank after the switch-on, 144 lines later; the
+    // LCD was off at least until then.
+    if (pending_) {
+      const bool off_at_end = !(pending_->io(0xFF40) & 0x80);
+      const int64_t length = pending_->end - current_.end;
+      const bool toggled = length < kFrameCycles - 64 || length > kFrameCycles + 64;
+      const int64_t off_since = off_at_end ? pending_->end - kFrameCycles
+                                : toggled  ? pending_->end - kLinesToVblank
+                                           : INT64_MAX;
+      if (target_ >= off_since) return std::vector<uint8_t>((size_t)GBX_SCREEN_W * GBX_SCREEN_H, 0);
+    }
     return current_.screen;
   }
 

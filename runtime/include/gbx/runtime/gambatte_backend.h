@@ -27,7 +27,9 @@
 //   start lies in (its first frames_per_step frames, release_after_frames as the kernels).
 // - Reset restores the state saved right after loading, with WRAM, OAM and HRAM zeroed
 //   (Gambatte fills them with patterns at power-on; hardware's are random and GBX and mGBA
-//   start from zeros), so replays are exact; cartridge RAM starts as the core loaded it.
+//   start from zeros), and the logo tiles in VRAM are the cartridge's, as the boot ROM
+//   copies them (Gambatte draws its own logo); so replays are exact; cartridge RAM starts
+//   as the core loaded it.
 #include <memory>
 #include <string>
 

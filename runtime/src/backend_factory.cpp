@@ -18,19 +18,12 @@ Result<std::unique_ptr<Backend>> make_backend(const std::string& name, const Rom
     if (!b) return b.take_error();
     return std::unique_ptr<Backend>(std::move(b.value()));
   }
-  if (name == "mgba") {
+  if (name == "mgba" || name == "gambatte") {  // the reference emulators
     if (config.specialize || config.specialize_auto_frames > 0)
-      return make_error(ErrorKind::Usage,
-                        "--specialize is for the cpu and cuda backends (mgba runs mGBA's own "
-                        "interpreter)");
-    return make_mgba_backend(rom, config);
-  }
-  if (name == "gambatte") {
-    if (config.specialize || config.specialize_auto_frames > 0)
-      return make_error(ErrorKind::Usage,
-                        "--specialize is for the cpu and cuda backends (gambatte runs its own "
-                        "interpreter)");
-    return make_gambatte_backend(rom, config);
+      return make_error(ErrorKind::Usage, "--specialize is for the cpu and cuda backends (" + name +
+                                              " runs " + (name == "mgba" ? "mGBA's" : "its") +
+                                              " own interpreter)");
+    return name == "mgba" ? make_mgba_backend(rom, config) : make_gambatte_backend(rom, config);
   }
   return make_error(ErrorKind::Usage, "unknown backend '" + name + "' (cpu, cuda, mgba, gambatte)");
 }

@@ -431,6 +431,12 @@ class GambatteBackend final : public Backend {
     const int64_t estimate = (audio_frames_ - start_audio) * kCyclesPerAudioFrame;
     int64_t elapsed = ((cc - start_cc) % kCcBase + kCcBase) % kCcBase;
     while (elapsed + kCcBase / 2 < estimate) elapsed += kCcBase;
+    // A frame lasts at most about two (one with the LCD switched off and on inside it).
+    if (elapsed <= 0 || elapsed > 3 * kFrameCycles)
+      return make_error(ErrorKind::Runtime, "cannot place the gambatte core's frame in time (" +
+                                                std::to_string(elapsed) +
+                                                " cycles by its counter, ~" +
+                                                std::to_string(estimate) + " by its audio)");
     f->end = current_end_of_run() + elapsed;
     f->screen = std::move(screen_);
     screen_.assign((size_t)GBX_SCREEN_W * GBX_SCREEN_H, 0);

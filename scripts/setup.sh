@@ -8,7 +8,11 @@ PACKAGES=(
   nlohmann-json3-dev doctest-dev libcli11-dev libssl-dev libpng-dev
   libmgba-dev python3 python3-matplotlib python3-dev python3-venv
   sdcc
+  libretro-gambatte
 )
+# libretro-gambatte: Gambatte as a libretro core, `gbx-run verify --ref gambatte`'s second
+# reference; dlopen()ed at run time, so GBX builds and tests (they skip) without it. Debian
+# makes it depend on retroarch.
 # No CUDA toolkit: GBX loads the NVIDIA driver and NVRTC at run time (from a toolkit if one is
 # installed, else from PyPI's wheel: `pip install nvidia-cuda-nvrtc`), and builds without
 # either. scripts/test.sh installs the wheel into build/nvrtc-venv.

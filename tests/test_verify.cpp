@@ -110,6 +110,47 @@ TEST_CASE("action generators are pure functions of (seed, step)") {
   CHECK(differs);
 }
 
+TEST_CASE("hold:H:R presses one seeded button for H frames, then none for R") {
+  auto a = parse_action_schedule("hold:8:16");
+  REQUIRE(a.ok());
+  CHECK(to_string(*a) == "hold:8:16");
+  std::set<int32_t> buttons;
+  bool seed_matters = false;
+  for (int64_t press = 0; press < 40; ++press) {
+    const int64_t first = press * 24 + 1;  // 1-based step of the press's first frame
+    const int32_t b = action_for_step(*a, 5, first);
+    CHECK(b != 0);
+    CHECK((b & (b - 1)) == 0);  // exactly one button
+    CHECK(b <= 0x80);
+    for (int64_t k = 0; k < 8; ++k) CHECK(action_for_step(*a, 5, first + k) == b);
+    for (int64_t k = 8; k < 24; ++k) CHECK(action_for_step(*a, 5, first + k) == 0);
+    buttons.insert(b);
+    seed_matters |= b != action_for_step(*a, 6, first);
+  }
+  CHECK(buttons.size() >= 6);
+  CHECK(seed_matters);
+  // With 4 frames per step, step s starts at frame 4(s-1): held for steps 1-2, released 3-6.
+  CHECK(action_for_step(*a, 5, 2, 4) == action_for_step(*a, 5, 1, 4));
+  CHECK(action_for_step(*a, 5, 3, 4) == 0);
+  CHECK(action_for_step(*a, 5, 7, 4) != 0);
+  CHECK(parse_action_schedule("hold:1:0").ok());
+  for (const char* bad : {"hold", "hold:", "hold:8", "hold:8:", "hold:0:16", "hold:-1:2",
+                          "hold:8:x", "hold:8:16:2", "holdx:8:16", "random"}) {
+    CAPTURE(bad);
+    auto r = parse_action_schedule(bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().kind == ErrorKind::Usage);
+  }
+  // Frame counts that a step would split are refused by verify.
+  VerifyOptions o;
+  o.actions = *a;
+  o.frames_per_step = 3;
+  o.steps = 2;
+  auto rep = run_verify(o);
+  REQUIRE_FALSE(rep.ok());
+  CHECK(rep.error().message.find("multiples of --frames-per-step 3") != std::string::npos);
+}
+
 TEST_CASE("verify: ALU_LOOP matches between mgba and cpu") {
   test::TempDir d;
   const auto r =

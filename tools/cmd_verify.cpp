@@ -85,11 +85,9 @@ int cmd_verify(const VerifyCli& c, const std::vector<std::string>& args) {
     if (!region) return verify_fail(region.error());
     o.regions.push_back(region.value());
   }
-  auto gen = parse_action_gen(c.actions);
-  if (!gen)
-    return verify_fail(make_error(
-        ErrorKind::Usage, "unknown --actions '" + c.actions + "' (noop, seeded_random, striped)"));
-  o.actions = *gen;
+  auto actions = parse_action_schedule(c.actions);
+  if (!actions) return verify_fail(actions.error());
+  o.actions = *actions;
   auto stage = parse_stage(c.stage);
   if (!stage) return verify_fail(make_error(ErrorKind::Usage, "unknown stage '" + c.stage + "'"));
   o.stage = *stage;
@@ -125,7 +123,13 @@ void register_verify(CLI::App& app, Commands& cmds) {
       "run one env on a reference and a backend under test and compare them step by step\n"
       "exit: 0 match, 1 mismatch (bundle written under OUT/mismatch/), 2 usage or input "
       "error, 3 no CUDA device, 4 other failure");
-  c->add_option("--ref", v.ref, "reference backend: mgba | cpu | cuda")->capture_default_str();
+  c->add_option(
+       "--ref", v.ref,
+       "reference backend: mgba | gambatte | cpu | cuda (gambatte: Debian's "
+       "libretro-gambatte core; screens and memory only: libretro exposes no CPU "
+       "registers and stops only at Gambatte's own frame ends; --screen is implied without "
+       "--mem-region)")
+      ->capture_default_str();
   c->add_option("--dut", v.dut, "backend under test: cpu | cuda")->capture_default_str();
   c->add_option("--dut-specialize", v.dut_specialize,
                 "the dut's ROM-specialized kernel: off | profile:FILE | auto[:N]")
@@ -139,9 +143,11 @@ void register_verify(CLI::App& app, Commands& cmds) {
       ->capture_default_str();
   c->add_option("--mem-region", v.regions,
                 "also compare a SHA-256 of bus bytes LO:HI (hex, HI exclusive); repeatable");
-  c->add_option("--actions", v.actions, "action generator: noop | seeded_random | striped")
+  c->add_option("--actions", v.actions,
+                "action generator: noop | seeded_random | striped | hold:H:R (one seeded "
+                "random button held H frames, then none for R frames, e.g. hold:8:16)")
       ->capture_default_str();
-  c->add_option("--seed", v.seed, "seed for reset and seeded_random")->capture_default_str();
+  c->add_option("--seed", v.seed, "seed for reset, seeded_random and hold")->capture_default_str();
   c->add_flag("--rtc-lock", v.rtc_lock, "freeze cartridge clocks (MBC3 RTC) in the kernels");
   c->add_option("--layout", v.layout,
                 "per-env memory layout of the kernels: env_major | interleaved")

@@ -1,6 +1,7 @@
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/cpu_backend.h"
 #include "gbx/runtime/cuda_backend.h"
+#include "gbx/runtime/gambatte_backend.h"
 #include "gbx/runtime/mgba_backend.h"
 
 namespace gbx {
@@ -17,14 +18,14 @@ Result<std::unique_ptr<Backend>> make_backend(const std::string& name, const Rom
     if (!b) return b.take_error();
     return std::unique_ptr<Backend>(std::move(b.value()));
   }
-  if (name == "mgba") {
+  if (name == "mgba" || name == "gambatte") {  // the reference emulators
     if (config.specialize || config.specialize_auto_frames > 0)
-      return make_error(ErrorKind::Usage,
-                        "--specialize is for the cpu and cuda backends (mgba runs mGBA's own "
-                        "interpreter)");
-    return make_mgba_backend(rom, config);
+      return make_error(ErrorKind::Usage, "--specialize is for the cpu and cuda backends (" + name +
+                                              " runs " + (name == "mgba" ? "mGBA's" : "its") +
+                                              " own interpreter)");
+    return name == "mgba" ? make_mgba_backend(rom, config) : make_gambatte_backend(rom, config);
   }
-  return make_error(ErrorKind::Usage, "unknown backend '" + name + "' (cpu, cuda, mgba)");
+  return make_error(ErrorKind::Usage, "unknown backend '" + name + "' (cpu, cuda, mgba, gambatte)");
 }
 
 }  // namespace gbx

@@ -38,31 +38,36 @@ constexpr int64_t kPpuDotsAtReset = 70224 - 56;
 
 }  // namespace
 
-// What the boot ROM leaves in VRAM: the header logo expanded into tiles 1-24 (each bit
-// doubled, each row twice), the (R) tile 25, and the two rows of the tile map that show them.
-void EnvState::write_boot_vram(int env) {
-  auto vram = [&](uint32_t a) -> uint8_t& { return mem_at(env, GBX_MEM_VRAM + a); };
-  if (rom_ && rom_->bytes.size() >= 0x134) {
+void boot_vram_image(const std::vector<uint8_t>& rom, uint8_t* vram) {
+  if (rom.size() >= 0x134) {
     uint32_t addr = 0x0010;
     for (uint32_t i = 0; i < 48; ++i) {
-      const uint8_t b = rom_->bytes[0x104 + i];
+      const uint8_t b = rom[0x104 + i];
       for (int nib : {b >> 4, b & 0xF}) {
         uint8_t v = 0;
         for (int bit = 0; bit < 4; ++bit)
           if (nib & (1 << bit)) v |= (uint8_t)(3 << (2 * bit));
-        vram(addr) = v;
-        vram(addr + 2) = v;
+        vram[addr] = v;
+        vram[addr + 2] = v;
         addr += 4;
       }
     }
   }
   const uint8_t registered[8] = {0x3C, 0x42, 0xB9, 0xA5, 0xB9, 0xA5, 0x42, 0x3C};
-  for (int i = 0; i < 8; ++i) vram(0x0190 + 2 * i) = registered[i];
+  for (int i = 0; i < 8; ++i) vram[0x0190 + 2 * i] = registered[i];
   for (int i = 0; i < 12; ++i) {
-    vram(0x1904 + i) = (uint8_t)(1 + i);
-    vram(0x1924 + i) = (uint8_t)(13 + i);
+    vram[0x1904 + i] = (uint8_t)(1 + i);
+    vram[0x1924 + i] = (uint8_t)(13 + i);
   }
-  vram(0x1910) = 0x19;
+  vram[0x1910] = 0x19;
+}
+
+// Only the ranges boot_vram_image writes: the rest of VRAM is already zero after reset_zero.
+void EnvState::write_boot_vram(int env) {
+  uint8_t image[kBootVramEnd] = {};
+  boot_vram_image(rom_ ? rom_->bytes : std::vector<uint8_t>{}, image);
+  write_env_mem(env, GBX_MEM_VRAM + 0x0010, image + 0x0010, 0x01A0 - 0x0010);
+  write_env_mem(env, GBX_MEM_VRAM + 0x1904, image + 0x1904, kBootVramEnd - 0x1904);
 }
 
 namespace {

@@ -47,6 +47,14 @@ Status check_env_count(int num_envs, MemoryModel mm, uint32_t cart_ram_size,
 // a mirror can copy one env's element of every array without naming the fields.
 const std::vector<size_t>& state_field_sizes();
 
+// What the DMG boot ROM leaves in VRAM (Pan Docs "Power Up Sequence"): the logo of the
+// cartridge header (0x104-0x133) expanded into tiles 1-24 (each bit doubled, each row twice),
+// the (R) tile 25, and the two rows of the tile map that show them, written into `vram`
+// (VRAM offsets; the bytes below kBootVramEnd). A ROM without a header leaves the logo tiles
+// as they are.
+constexpr uint32_t kBootVramEnd = 0x1930;
+void boot_vram_image(const std::vector<uint8_t>& rom, uint8_t* vram);
+
 class EnvState {
  public:
   EnvState() = default;

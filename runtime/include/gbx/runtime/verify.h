@@ -35,13 +35,30 @@ Result<FaultSpec> parse_fault_spec(const std::string& text);
 // Per-step action generators (the int32 action of the backend interface: bit0 A ... bit7
 // DOWN). noop: 0. seeded_random: a random byte per step from `seed`. striped: one button per
 // step, cycling A, B, SELECT, START, RIGHT, LEFT, UP, DOWN, then a step with none.
-enum class ActionGen { Noop, SeededRandom, Striped };
-std::optional<ActionGen> parse_action_gen(const std::string& s);
+// hold:H:R: the way RL agents press buttons: one button drawn from `seed` held H frames,
+// then none for R frames, again and again (H and R multiples of the frames per step).
+enum class ActionGen { Noop, SeededRandom, Striped, Hold };
+std::optional<ActionGen> parse_action_gen(const std::string& s);  // the parameterless ones
 std::string to_string(ActionGen g);
+
+// What --actions names: a generator and, for hold, its frame counts.
+struct ActionSchedule {
+  ActionGen gen = ActionGen::Noop;
+  int hold_frames = 8, release_frames = 16;  // hold only
+  ActionSchedule() = default;
+  ActionSchedule(ActionGen g) : gen(g) {}  // NOLINT: a plain generator converts
+};
+// "noop", "seeded_random", "striped" or "hold:H:R" (H >= 1, R >= 0); Usage error otherwise.
+Result<ActionSchedule> parse_action_schedule(const std::string& s);
+std::string to_string(const ActionSchedule& a);
 // Action for 1-based step `step`; a pure function, so a re-run replays the same sequence.
-int32_t action_for_step(ActionGen g, uint64_t seed, int64_t step);
+// hold counts frames: step s starts at frame (s - 1) * frames_per_step.
+int32_t action_for_step(const ActionSchedule& a, uint64_t seed, int64_t step,
+                        int frames_per_step = 1);
 
 struct VerifyOptions {
+  // mgba | gambatte (screens and memory only; screens implied when no region is given) |
+  // cpu | cuda
   std::string ref = "mgba";
   std::string dut = "cpu";
   std::string dut_specialize = "off";    // off | profile:FILE | auto[:N] (gbx/runtime/specialize.h)
@@ -50,7 +67,7 @@ struct VerifyOptions {
   int frames_per_step = 1;
   int64_t compare_every = 1;
   std::vector<MemRegion> regions;
-  ActionGen actions = ActionGen::Noop;
+  ActionSchedule actions;
   uint64_t seed = 0;
   Stage stage = Stage::FullStep;
   bool rtc_lock = false;                       // cartridge clocks frozen (both kernel backends)

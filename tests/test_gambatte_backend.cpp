@@ -1,7 +1,7 @@
 // The gambatte reference (libretro-gambatte, dlopen()ed): a missing or bad core is one error
 // line; with the core installed it runs as a DMG, replays exactly after a reset, and agrees
 // with GBX where both are right (the games' screen checkpoints: test_game_screens.cpp).
-// Cases that need the core or the games print "[skipped] <why>" without them.
+// Cases that need the core or the games skip, saying why, without them (skip.h).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -47,7 +47,7 @@ TEST_CASE("a missing or unusable Gambatte core is one error line naming the fix"
 }
 
 TEST_CASE("Gambatte runs a CGB-flagged cartridge as a DMG, one env per process") {
-  if (!have_core("gambatte as DMG")) return;
+  if (!have_core()) return;
   // ALU_LOOP with the CGB-compatible flag (0x143 = 0x80) and its header checksum redone.
   Rom base = rom_or_fail("builtin:ALU_LOOP");
   std::vector<uint8_t> bytes = base.bytes;
@@ -76,8 +76,8 @@ TEST_CASE("Gambatte runs a CGB-flagged cartridge as a DMG, one env per process")
 }
 
 TEST_CASE("Gambatte replays exactly after a reset and takes the actions") {
-  if (!have_core("gambatte reset")) return;
-  auto path = game("libbet.gb", "gambatte reset");
+  if (!have_core()) return;
+  auto path = game("libbet.gb");
   if (!path) return;
   const Rom rom = rom_or_fail(path->string());
   auto g = backend("gambatte", rom);
@@ -91,7 +91,7 @@ TEST_CASE("Gambatte replays exactly after a reset and takes the actions") {
 }
 
 TEST_CASE("MEM_RWB: Gambatte's WRAM starts zeroed and agrees with GBX's after the walk") {
-  if (!have_core("MEM_RWB against gambatte")) return;
+  if (!have_core()) return;
   // MEM_RWB writes 00, 01, ... to every address from C000 up (40 cycles a byte). Gambatte's
   // state is from its frame end, ~4500 cycles before GBX's step end, so while the walk is in
   // WRAM (steps 1-4) the two differ by the ~112 bytes written in between; after it they
@@ -120,8 +120,8 @@ TEST_CASE("MEM_RWB: Gambatte's WRAM starts zeroed and agrees with GBX's after th
 }
 
 TEST_CASE("verify --ref gambatte compares screens when no region is given") {
-  if (!have_core("verify gambatte screens")) return;
-  auto path = game("2048.gb", "verify gambatte screens");
+  if (!have_core()) return;
+  auto path = game("2048.gb");
   if (!path) return;
   // 2048 turns the LCD off in frame 1 and on again in frame 8. GBX draws the first frame
   // after the LCD comes on; hardware leaves it blank (Pan Docs, LCDC.7: "the screen will
@@ -144,7 +144,7 @@ TEST_CASE("verify --ref gambatte compares screens when no region is given") {
 }
 
 TEST_CASE("built-in ROMs: Gambatte's screens and VRAM match GBX's") {
-  if (!have_core("built-in ROMs against gambatte")) return;
+  if (!have_core()) return;
   // The ROMs that neither write VRAM inside their first frame (Gambatte's state is from its
   // frame end, ~4500 cycles before GBX's step end) nor switch the LCD on in the test's
   // window (GBX draws the first frame after LCD on; hardware and Gambatte leave it blank:

@@ -2,7 +2,7 @@
 // screen hash at checkpoints, checked in, so CI holds GBX to them; where the Gambatte core is
 // installed it must show the same screens there. The checkpoints avoid the games' first
 // frames after each LCD on, which GBX draws and hardware and Gambatte leave blank (README
-// "Verify against Gambatte"). Without the games the case prints "[skipped] <why>"; without
+// "Verify against Gambatte"). Without the games the case skips, saying why (skip.h); without
 // the core only GBX's side is checked (said in a note, not a skip, so a GBX failure shows).
 #include <doctest/doctest.h>
 
@@ -33,7 +33,7 @@ TEST_CASE("2048 and libbet: settled screen checkpoints, confirmed by Gambatte") 
   };
   for (const Case& c : cases) {
     CAPTURE(c.file);
-    auto path = game(c.file, "game screen checkpoints");
+    auto path = game(c.file);
     if (!path) continue;
     const Rom rom = rom_or_fail(path->string());
     auto actions = parse_action_schedule(c.actions);

@@ -16,26 +16,29 @@
 #include "gbx/runtime/gambatte_backend.h"
 #include "gbx/runtime/rom.h"
 #include "gbx/runtime/verify.h"
+#include "skip.h"
 
 namespace gbx::test {
 
 namespace fs = std::filesystem;
 
-inline bool have_core(const char* test) {
+// Whether the Gambatte core is there; skips the calling case (skip.h), saying why, if not.
+inline bool have_core() {
   if (fs::exists(default_gambatte_core_path())) return true;
-  std::printf("[skipped] %s: no Gambatte core at %s (apt-get install libretro-gambatte)\n", test,
-              default_gambatte_core_path().c_str());
+  skip_case("no Gambatte core at " + default_gambatte_core_path() +
+            " (apt-get install libretro-gambatte)");
   return false;
 }
 
-// ../shared/games beside the checkout (GBX_TEST_GAMES_DIR overrides), or nothing after saying so.
-inline std::optional<fs::path> game(const std::string& file, const char* test) {
+// ../shared/games beside the checkout (GBX_TEST_GAMES_DIR overrides), or nothing after skipping
+// the calling case, saying why.
+inline std::optional<fs::path> game(const std::string& file) {
   const char* env = std::getenv("GBX_TEST_GAMES_DIR");
   const fs::path dir =
       env && *env ? fs::path(env)
                   : fs::path(GBX_TEST_SOURCE_DIR).parent_path().parent_path() / "shared" / "games";
   if (fs::exists(dir / file)) return dir / file;
-  std::printf("[skipped] %s: %s is absent\n", test, (dir / file).string().c_str());
+  skip_case((dir / file).string() + " is absent");
   return std::nullopt;
 }
 

@@ -35,9 +35,12 @@ GBX_FN bool ppu_first_line(Machine& b, i64 at) {
 // SCX % 8 (the fine scroll discards pixels), plus 6 when the window starts on the line, plus
 // per object drawn (the first 10 in OAM order whose rows cover the line; OBJ enabled):
 // 6 dots, and for the first object in each 8-pixel background tile 5 - min(5, offset) more
-// (offset = (OAM X + SCX % 8) % 8 inside the tile); an object at OAM X 0 pays SCX % 8 more
-// (Pan Docs: always 11 dots). Objects at X >= 168 are not fetched. Register values are the
-// ones in force now: the renderer (lcd.h) calls this while catching up line by line.
+// (offset = (OAM X + SCX % 8) % 8 inside the tile). Exception (Pan Docs "OBJ penalty
+// algorithm"): an object at OAM X 0 "always incurs a 11-dot penalty, regardless of SCX", i.e.
+// the first one in tile 0 pays 5 more whatever the offset, later ones 6 (mooneye
+// intr_2_mode0_timing_sprites: ten at X 0 cost as much as ten at X 1). Objects at X >= 168
+// are not fetched. Register values are the ones in force now: the renderer (lcd.h) calls this
+// while catching up line by line.
 GBX_NOINLINE i64 ppu_mode3_end(Machine& b, i64 line) {
   const u8 lcdc = *io_reg(b, 0xFF40);
   const i64 scx7 = *io_reg(b, 0xFF43) & 7;
@@ -56,9 +59,8 @@ GBX_NOINLINE i64 ppu_mode3_end(Machine& b, i64 line) {
       const i64 x = mem_at(b, o + 1);
       if (x >= 168) continue;
       dots += 6;
-      if (x == 0) dots += scx7;
       const u8 t = (u8)((x + scx7) >> 3);
-      const u8 e = (u8)(5 - ((x + scx7) & 7) > 0 ? 5 - ((x + scx7) & 7) : 0);
+      const u8 e = x == 0 ? (u8)5 : (u8)(5 - ((x + scx7) & 7) > 0 ? 5 - ((x + scx7) & 7) : 0);
       u32 k = 0;
       while (k < tiles && tile[k] != t) ++k;
       if (k == tiles) {

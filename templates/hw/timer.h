@@ -79,7 +79,7 @@ GBX_FN void timer_schedule(Machine& b) {
     return;
   }
   const u8 tac = *io_reg(b, 0xFF07);
-  if (!(tac & 4)) {
+  if (!(tac & 4) || b.run_state == GBX_RUN_STOPPED) {  // STOP holds the counter (interrupts.h)
     b.timer_event = GBX_NEVER;
     return;
   }

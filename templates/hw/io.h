@@ -169,6 +169,7 @@ GBX_NOINLINE void io_write(Machine& b, u32 addr, u8 v) {
       return;
     case 0xFF04:
       apu_sync(b, now);  // the length clock follows the system counter being reset
+      serial_div_reset(b, now);
       timer_write_div(b, now);
       GBX_COLD(b, apu_synced) = now;
       break;

@@ -61,11 +61,11 @@ GBX_NOINLINE void bus_write_slow(Machine& b, u32 addr, u8 v) {
   if (addr - 0x8000u < 0x2000u || addr - 0xFE00u < 0x100u) lcd_before_write(b);
   if (addr < 0x8000u) mbc_write(b, addr, v);
   else if (addr < 0xA000u) {
-    if (!ppu_vram_locked(b)) mem_at(b, GBX_MEM_VRAM + (addr - 0x8000u)) = v;
+    if (!ppu_vram_write_locked(b)) mem_at(b, GBX_MEM_VRAM + (addr - 0x8000u)) = v;
   } else if (addr < 0xC000u) cart_ram_write(b, addr, v);
   else if (addr < 0xFE00u) mem_at(b, GBX_MEM_WRAM + ((addr - 0xC000u) & 0x1FFFu)) = v;
   else if (addr < 0xFF00u) {
-    if (ppu_oam_locked(b)) return;
+    if (ppu_oam_write_locked(b)) return;
     ppu_service(b, io_time(b));
     mem_at(b, GBX_MEM_OAM + (addr - 0xFE00u)) = v;
     // Objects decide the mode 3 length of lines to come, so the HBlank event may move.

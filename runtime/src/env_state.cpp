@@ -30,8 +30,13 @@ constexpr uint8_t kIoReset[0x80] = {
     0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
     0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
 };
-// The 16-bit system counter right after the boot ROM (DIV reads its high byte, 0xAB).
-constexpr int64_t kDivCounterAtReset = 0xABC0;
+// The 16-bit system counter right after the boot ROM (DIV reads its high byte, 0xAB), as a
+// DMG ABC / MGB leaves it: mooneye boot_div-dmgABCmgb (verified on those models) reads DIV
+// just after it turns 0xAC at its 14th M-cycle from 0x0100, which puts the counter in
+// 0xABCB-0xABCE; boot_sclk_align-dmgABCmgb (the serial clock divided from this counter)
+// narrows it to 0xABCC-0xABCE; 0xABCC is also Gambatte's. mGBA's skip-BIOS state has 0xABC0;
+// hardware wins (design.md).
+constexpr int64_t kDivCounterAtReset = 0xABCC;
 // Where the PPU is in its frame (dots since line 0, dot 0) right after the boot ROM.
 // mGBA (and the DMG boot ROM) hand over 56 T-cycles before line 0 starts.
 constexpr int64_t kPpuDotsAtReset = 70224 - 56;

@@ -5,6 +5,10 @@
 GBX_FN u8 bus_read(Core& c, u32 addr) { return mem_at(c, addr & 0xFFFFu); }
 GBX_FN void bus_write(Core& c, u32 addr, u8 v) { mem_at(c, addr & 0xFFFFu) = v; }
 GBX_FN void oam_dma(Machine& b, u8 page) { (void)b; (void)page; }
+GBX_FN void dma_settle(Machine& b, i64 now) {
+  (void)b;
+  (void)now;
+}
 GBX_FN u8 view_read(Machine& b, u32 addr) { return mem_at(b, addr & 0xFFFFu); }
 #else
 // OAM DMA bus conflicts (Pan Docs "OAM DMA Transfer"): for 160 M-cycles the DMA owns the bus
@@ -15,8 +19,27 @@ GBX_FN u32 dma_bus_of(u32 addr) { return (addr - 0x8000u < 0x2000u) ? 1u : 0u; }
 
 GBX_FN i64 dma_start(const Machine& b) { return b.dma_end - 640; }
 
+// The bytes of a DMA written to FF46 land in OAM when it starts (or at `now` = GBX_NEVER: at
+// once, e.g. at a step's end); the source cannot change in between (its bus is the DMA's
+// from the start, and the set-up is 2 M-cycles).
+GBX_FN u8 bus_read_dma(Machine& b, u32 addr);
+
+GBX_NOINLINE void dma_settle(Machine& b, i64 now) {
+  if (!b.dma_pending || now < dma_start(b)) return;
+  const u32 src = (b.dma_pending - 1u) << 8;
+  b.dma_pending = 0;
+  lcd_before_write(b);
+  for (u32 i = 0; i < 160u; ++i) mem_at(b, GBX_MEM_OAM + i) = bus_read_dma(b, (src + i) & 0xFFFFu);
+  ppu_schedule(b, io_time(b));  // objects decide the mode 3 length of lines to come
+  events_reschedule(b);
+}
+
+// Restarted while one runs, the old DMA keeps the bus through the new one's set-up M-cycles
+// (mooneye oam_dma_start, verified on DMG/MGB/SGB/SGB2/CGB/AGB: "when OAM DMA is restarted
+// while a previous one is running, the previous one is not immediately stopped").
 GBX_NOINLINE bool dma_blocks(Machine& b, u32 addr) {
-  if (io_time(b) < dma_start(b)) return false;  // not started yet
+  dma_settle(b, io_time(b));
+  if (io_time(b) < dma_start(b) && io_time(b) >= b.dma_overlap_end) return false;  // not yet
   if (addr >= 0xFF00u) return false;
   if (addr >= 0xFE00u) return true;
   return dma_bus_of(addr) == dma_bus_of((u32)*io_reg(b, 0xFF46) << 8);
@@ -26,8 +49,8 @@ GBX_NOINLINE bool dma_blocks(Machine& b, u32 addr) {
 // in OAM, which the CPU cannot change meanwhile); OAM itself reads 0xFF.
 GBX_NOINLINE u8 dma_conflict_read(Machine& b, u32 addr) {
   if (addr - 0xFE00u < 0x100u) return 0xFF;
-  const i64 i = (io_time(b) - dma_start(b)) >> 2;
-  return mem_at(b, GBX_MEM_OAM + (u32)(i < 160 ? i : 159));
+  const i64 i = (io_time(b) - dma_start(b)) >> 2;  // < 0: the restarted DMA's set-up
+  return mem_at(b, GBX_MEM_OAM + (u32)(i < 0 ? 0 : i < 160 ? i : 159));
 }
 
 GBX_NOINLINE u8 bus_read_slow(Machine& b, u32 addr) {
@@ -42,11 +65,10 @@ GBX_NOINLINE u8 bus_read_slow(Machine& b, u32 addr) {
 GBX_FN u8 bus_read(Core& c, u32 addr) {
   if (GBX_UNLIKELY(io_time(c) < c.dma_end)) {
     Machine& m = core_spill(c);
-    if (dma_blocks(m, addr)) {
-      const u8 v = dma_conflict_read(m, addr);
-      core_reload(c);
-      return v;
-    }
+    const bool blocked = dma_blocks(m, addr);  // may land the DMA's bytes (events move)
+    const u8 v = blocked ? dma_conflict_read(m, addr) : (u8)0;
+    core_reload(c);
+    if (blocked) return v;
   }
   if (addr < 0x4000u) return c.rom0[addr];
   if (addr < 0x8000u) return c.romx[addr - 0x4000u];
@@ -61,11 +83,11 @@ GBX_NOINLINE void bus_write_slow(Machine& b, u32 addr, u8 v) {
   if (addr - 0x8000u < 0x2000u || addr - 0xFE00u < 0x100u) lcd_before_write(b);
   if (addr < 0x8000u) mbc_write(b, addr, v);
   else if (addr < 0xA000u) {
-    if (!ppu_vram_locked(b)) mem_at(b, GBX_MEM_VRAM + (addr - 0x8000u)) = v;
+    if (!ppu_vram_write_locked(b)) mem_at(b, GBX_MEM_VRAM + (addr - 0x8000u)) = v;
   } else if (addr < 0xC000u) cart_ram_write(b, addr, v);
   else if (addr < 0xFE00u) mem_at(b, GBX_MEM_WRAM + ((addr - 0xC000u) & 0x1FFFu)) = v;
   else if (addr < 0xFF00u) {
-    if (ppu_oam_locked(b)) return;
+    if (ppu_oam_write_locked(b)) return;
     ppu_service(b, io_time(b));
     mem_at(b, GBX_MEM_OAM + (addr - 0xFE00u)) = v;
     // Objects decide the mode 3 length of lines to come, so the HBlank event may move.
@@ -77,7 +99,11 @@ GBX_NOINLINE void bus_write_slow(Machine& b, u32 addr, u8 v) {
 }
 
 GBX_FN void bus_write(Core& c, u32 addr, u8 v) {
-  if (GBX_UNLIKELY(io_time(c) < c.dma_end) && dma_blocks(core_spill(c), addr)) return;
+  if (GBX_UNLIKELY(io_time(c) < c.dma_end)) {
+    const bool blocked = dma_blocks(core_spill(c), addr);
+    core_reload(c);
+    if (blocked) return;
+  }
   if (addr - 0xC000u < 0x2000u) {
     mem_at(c, GBX_MEM_WRAM + (addr - 0xC000u)) = v;
     return;
@@ -115,15 +141,17 @@ GBX_FN u8 view_read(Machine& b, u32 addr) {
   return io_read(b, addr);
 }
 
-// OAM DMA: the 160 bytes are copied at once (the CPU cannot observe or change OAM before
-// the transfer ends, and reads of the source bus see exactly these bytes, one per M-cycle).
-// The bus is owned for 160 M-cycles starting two M-cycles after the write (Pan Docs: one
-// M-cycle of set-up after the writing one).
+// OAM DMA: the 160 bytes are copied at once when it starts (dma_settle: the CPU cannot
+// observe or change OAM before the transfer ends, and reads of the source bus see exactly
+// these bytes, one per M-cycle). The bus is owned for 160 M-cycles starting two M-cycles
+// after the write (Pan Docs: one M-cycle of set-up after the writing one; mooneye
+// oam_dma_start: OAM still reads its old bytes in the M-cycle after the write).
 GBX_FN void oam_dma(Machine& b, u8 page) {
-  const u32 src = (u32)page << 8;
-  b.dma_end = 0;
-  for (u32 i = 0; i < 160u; ++i) mem_at(b, GBX_MEM_OAM + i) = bus_read_dma(b, (src + i) & 0xFFFFu);
-  b.dma_end = io_time(b) + 8 + 640;
+  const i64 now = io_time(b);
+  const bool running = now >= dma_start(b) && now < b.dma_end;
+  b.dma_overlap_end = running ? (b.dma_end < now + 8 ? b.dma_end : now + 8) : GBX_NEVER_PAST;
+  b.dma_pending = (u32)page + 1u;
+  b.dma_end = now + 8 + 640;
 }
 #endif
 

@@ -55,19 +55,44 @@ GBX_FN void service_events(Machine& bus) {
   events_reschedule(bus);
 }
 
-// STOP mode (DMG): DIV is reset; the CPU sleeps until a button is pressed.
+// STOP mode (DMG): the system clock stops, so the 16-bit system counter (DIV, the timer, the
+// APU's length clock) is reset and held at 0 until the CPU wakes (Pan Docs "Using the STOP
+// Instruction", "FF04 - DIV"; SameBoy sm83_cpu.c enter_stop_mode). Held here as: no timer
+// event while stopped, and the counter's epoch moved to the wake-up cycle (stop_leave) or, at
+// a step's end, to that cycle (timer_hold_stopped), so nothing counts across the sleep.
 GBX_FN void stop_enter(Machine& bus) {
   apu_sync(bus, io_time(bus));
   timer_write_div(bus, io_time(bus));
   GBX_COLD(bus, apu_synced) = io_time(bus);
+  bus.run_state = GBX_RUN_STOPPED;
   timer_schedule(bus);
   events_reschedule(bus);
-  bus.run_state = GBX_RUN_STOPPED;
+}
+
+// The counter still reads 0 at `now` (the CPU is in STOP mode): nothing has counted since.
+GBX_FN void timer_hold_stopped(Machine& bus, i64 now) {
+  GBX_COLD(bus, div_epoch) = now;
+  if (GBX_COLD(bus, timer_synced) < now) GBX_COLD(bus, timer_synced) = now;
+  GBX_COLD(bus, apu_synced) = now;
+}
+
+// STOP ends when one of P10-P13 is low (Pan Docs: "STOP is terminated by one of the P10 to
+// P13 lines going low"), i.e. a button is held whose row P1 selects; the counter starts again
+// from 0.
+GBX_FN void stop_leave(Machine& bus) {
+  timer_hold_stopped(bus, bus.cycles);
+  bus.run_state = GBX_RUN_ACTIVE;
+  timer_schedule(bus);
+  events_reschedule(bus);
 }
 
 #if GBX_CORE_SPLIT
 GBX_FN void stop_enter(Core& c) {
   stop_enter(core_spill(c));
+  core_reload(c);
+}
+GBX_FN void stop_leave(Core& c) {
+  stop_leave(core_spill(c));
   core_reload(c);
 }
 #endif

@@ -30,12 +30,18 @@ GBX_FN u8 io_read_mask(u32 addr) {
   }
 }
 
+// The input lines P10-P13 pulled low (active-high here): the held buttons of the rows P1's
+// select bits (4: P14 directions, 5: P15 buttons, 0 = selected) connect to them.
+GBX_FN u8 joyp_lines_low(u8 p1, u8 buttons) {
+  u8 pressed = 0;
+  if (!(p1 & 0x10)) pressed |= (u8)(buttons >> 4);    // P14: directions
+  if (!(p1 & 0x20)) pressed |= (u8)(buttons & 0x0F);  // P15: buttons
+  return pressed;
+}
+
 GBX_FN u8 joyp_read(Machine& b) {
   const u8 sel = *io_reg(b, 0xFF00) & 0x30;
-  u8 pressed = 0;  // active-high here, inverted on the way out
-  if (!(sel & 0x10)) pressed |= (u8)(b.joyp_buttons >> 4);    // P14: directions
-  if (!(sel & 0x20)) pressed |= (u8)(b.joyp_buttons & 0x0F);  // P15: buttons
-  return (u8)(0xC0 | sel | (~pressed & 0x0F));
+  return (u8)(0xC0 | sel | (~joyp_lines_low(sel, b.joyp_buttons) & 0x0F));
 }
 
 // Pan Docs "Joypad Input", "INT $60": the joypad interrupt is requested when one of the
@@ -163,6 +169,7 @@ GBX_NOINLINE void io_write(Machine& b, u32 addr, u8 v) {
       return;
     case 0xFF04:
       apu_sync(b, now);  // the length clock follows the system counter being reset
+      serial_div_reset(b, now);
       timer_write_div(b, now);
       GBX_COLD(b, apu_synced) = now;
       break;

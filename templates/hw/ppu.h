@@ -12,7 +12,7 @@
 // Pan Docs "LY": on line 153, LY reads 153 only briefly (one M-cycle), then 0 for the rest
 // of the line, and the LYC comparison follows what LY reads.
 #define GBX_LY153_DOTS 4
-// No line's mode 3 ends later than this (80 + 172 + 7 + 6 + 10 objects x 11 + 7 < 384), so
+// No line's mode 3 ends later than this (80 + 172 + 7 + 6 + 10 objects x 11 + 1 < 384), so
 // later dots are mode 0 without looking at OAM.
 #define GBX_MODE3_MAX_END 384
 
@@ -35,9 +35,19 @@ GBX_FN bool ppu_first_line(Machine& b, i64 at) {
 // SCX % 8 (the fine scroll discards pixels), plus 6 when the window starts on the line, plus
 // per object drawn (the first 10 in OAM order whose rows cover the line; OBJ enabled):
 // 6 dots, and for the first object in each 8-pixel background tile 5 - min(5, offset) more
-// (offset = (OAM X + SCX % 8) % 8 inside the tile); an object at OAM X 0 pays SCX % 8 more
-// (Pan Docs: always 11 dots). Objects at X >= 168 are not fetched. Register values are the
-// ones in force now: the renderer (lcd.h) calls this while catching up line by line.
+// (offset = (OAM X + SCX % 8) % 8 inside the tile). Exception (Pan Docs "OBJ penalty
+// algorithm"): an object at OAM X 0 "always incurs a 11-dot penalty, regardless of SCX", i.e.
+// the first one in tile 0 pays 5 more whatever the offset, later ones 6 (mooneye
+// intr_2_mode0_timing_sprites: ten at X 0 cost as much as ten at X 1). Objects at X >= 168
+// are not fetched. Register values are the ones in force now: the renderer (lcd.h) calls this
+// while catching up line by line.
+// At this model's read points (STAT read 1 dot into the CPU's M-cycle; mode 3's 172-dot
+// base where lcdon_timing-GS and hblank_ly_scx_timing-GS put it), mooneye
+// intr_2_mode0_timing_sprites (verified on DMG) measures each of its 88 object layouts as
+// floor(penalty / 4) M-cycles of extra mode 3: a line with objects (any the OAM scan selects,
+// even at X >= 168, which it measures as costing nothing else) ends one dot later than the sum
+// of Pan Docs' penalties.
+#define GBX_OBJ_EXTRA_DOTS 1
 GBX_NOINLINE i64 ppu_mode3_end(Machine& b, i64 line) {
   const u8 lcdc = *io_reg(b, 0xFF40);
   const i64 scx7 = *io_reg(b, 0xFF43) & 7;
@@ -48,6 +58,7 @@ GBX_NOINLINE i64 ppu_mode3_end(Machine& b, i64 line) {
     u8 tile[10];
     u8 extra[10];
     u32 tiles = 0, found = 0;
+    i64 objects = 0;  // the objects' penalty
     for (u32 i = 0; i < 40u && found < 10u; ++i) {
       const u32 o = GBX_MEM_OAM + 4u * i;
       const i64 row = line + 16 - (i64)mem_at(b, o);
@@ -55,10 +66,9 @@ GBX_NOINLINE i64 ppu_mode3_end(Machine& b, i64 line) {
       ++found;
       const i64 x = mem_at(b, o + 1);
       if (x >= 168) continue;
-      dots += 6;
-      if (x == 0) dots += scx7;
+      objects += 6;
       const u8 t = (u8)((x + scx7) >> 3);
-      const u8 e = (u8)(5 - ((x + scx7) & 7) > 0 ? 5 - ((x + scx7) & 7) : 0);
+      const u8 e = x == 0 ? (u8)5 : (u8)(5 - ((x + scx7) & 7) > 0 ? 5 - ((x + scx7) & 7) : 0);
       u32 k = 0;
       while (k < tiles && tile[k] != t) ++k;
       if (k == tiles) {
@@ -68,7 +78,8 @@ GBX_NOINLINE i64 ppu_mode3_end(Machine& b, i64 line) {
         extra[k] = e;
       }
     }
-    for (u32 k = 0; k < tiles; ++k) dots += extra[k];
+    for (u32 k = 0; k < tiles; ++k) objects += extra[k];
+    if (found) dots += objects + GBX_OBJ_EXTRA_DOTS;
   }
   return dots;
 }
@@ -111,18 +122,26 @@ GBX_FN bool ppu_lyc_match(Machine& b, i64 at) {
   return ppu_ly_at_pos(ppu_pos(b, at)) == *io_reg(b, 0xFF45);
 }
 
+// STAT's LY=LYC bit. The comparison runs only while the LCD is on: switching it off freezes
+// the bit (kept in the stored STAT's bit 2) until it is switched on again, whatever LYC
+// becomes meanwhile (mooneye stat_lyc_onoff, verified on DMG/MGB/SGB/SGB2/CGB/AGB).
+GBX_FN bool ppu_lyc_flag(Machine& b, i64 at) {
+  if (!ppu_lcd_on(b)) return (*io_reg(b, 0xFF41) & 0x04) != 0;
+  return ppu_lyc_match(b, at) && !ppu_line_turning(ppu_pos(b, at));
+}
+
 GBX_FN u8 ppu_stat(Machine& b) {
   const i64 at = io_time(b);
   const u8 stat = *io_reg(b, 0xFF41);
-  const bool lyc = ppu_lyc_match(b, at) && !(ppu_lcd_on(b) && ppu_line_turning(ppu_pos(b, at)));
-  return (u8)(0x80 | (stat & 0x78) | (lyc ? 4 : 0) | ppu_mode(b, at));
+  return (u8)(0x80 | (stat & 0x78) | (ppu_lyc_flag(b, at) ? 4 : 0) | ppu_mode(b, at));
 }
 
 // The STAT interrupt line (Pan Docs "STAT interrupt"): the OR of the enabled sources. Only
 // its rising edge requests the interrupt, so a source that becomes true while another keeps
 // the line high requests nothing ("STAT blocking").
 GBX_FN bool ppu_stat_line(Machine& b, i64 at, u8 stat) {
-  if (!ppu_lcd_on(b) || !(stat & 0x78)) return false;
+  if (!ppu_lcd_on(b)) return (stat & 0x40) && (*io_reg(b, 0xFF41) & 0x04);  // frozen LY=LYC
+  if (!(stat & 0x78)) return false;
   if ((stat & 0x40) && ppu_lyc_match(b, at)) return true;
   if (!(stat & 0x38)) return false;
   const u8 mode = ppu_mode(b, at);
@@ -185,11 +204,20 @@ GBX_FN void ppu_service(Machine& b, i64 now) {
 }
 
 GBX_FN void ppu_write_lcdc(Machine& b, u8 v) {
+  const i64 at = io_time(b);
   const bool was_on = ppu_lcd_on(b);
+  u8* stat = io_reg(b, 0xFF41);
+  const bool line_was = ppu_stat_line(b, at, *stat);
+  // Off: the LY=LYC bit freezes at its last value (ppu_lyc_flag).
+  if (was_on && !(v & 0x80)) *stat = (u8)((*stat & ~0x04) | (ppu_lyc_flag(b, at) ? 0x04 : 0));
   *io_reg(b, 0xFF40) = v;
-  // Switching the LCD on starts a frame at line 0 (its first line without an OAM scan).
-  if (!was_on && (v & 0x80)) GBX_COLD(b, ppu_epoch) = io_time(b);
-  ppu_schedule(b, io_time(b));
+  if (!was_on && (v & 0x80)) {
+    // Switching the LCD on starts a frame at line 0 (its first line without an OAM scan) and
+    // the comparison again: LY 0 = LYC raises the STAT line if the frozen bit held it low.
+    GBX_COLD(b, ppu_epoch) = at;
+    if (!line_was && ppu_stat_line(b, at, *stat)) b.iflag |= 0x02;
+  }
+  ppu_schedule(b, at);
 }
 
 // STAT write. DMG bug (Pan Docs "STAT modes" / gbdev "STAT write bug"): for one cycle the
@@ -200,7 +228,7 @@ GBX_FN void ppu_write_stat(Machine& b, u8 v) {
   ppu_service(b, at);
   const u8 old = *io_reg(b, 0xFF41);
   const bool was = ppu_stat_line(b, at, old);
-  *io_reg(b, 0xFF41) = (u8)(0x80 | (v & 0x78));
+  *io_reg(b, 0xFF41) = (u8)(0x80 | (v & 0x78) | (old & 0x04));  // bit 2: ppu_lyc_flag
   if (!was && ppu_lcd_on(b)) {
     const u8 mode = ppu_mode(b, at);
     if (mode <= 1 || ppu_lyc_match(b, at) || ppu_stat_line(b, at, *io_reg(b, 0xFF41)))
@@ -221,8 +249,8 @@ GBX_FN void ppu_write_timing_reg(Machine& b, u32 addr, u8 v) {
 }
 
 // CPU access windows (Pan Docs "Accessing VRAM and OAM"): VRAM is the PPU's in mode 3, OAM
-// in modes 2 and 3; the CPU then reads 0xFF and its writes are lost.
-// The PPU takes them 4 dots before STAT shows the mode (mooneye lcdon_timing-GS, DMG): VRAM
+// in modes 2 and 3; the CPU then reads 0xFF (writes: ppu_*_write_locked below).
+// For reads the PPU takes them 4 dots before STAT shows the mode (mooneye lcdon_timing-GS, DMG): VRAM
 // from dot 76 (dot 80 on the first line after the LCD is switched on, which has no OAM scan
 // before it), OAM in the last 4 dots of the line before a visible line (ppu_line_turning).
 GBX_FN bool ppu_vram_locked(Machine& b) {
@@ -240,4 +268,15 @@ GBX_FN bool ppu_oam_locked(Machine& b) {
   const i64 line = pos / GBX_LINE_DOTS;
   // Before lines 1-143, and (by the same rule) before line 0 at the end of line 153.
   return pos % GBX_LINE_DOTS >= GBX_LINE_DOTS - GBX_LINE_TURN_DOTS && (line < 143 || line == 153);
+}
+
+// Writes are refused over a shorter span than reads (mooneye lcdon_write_timing-GS, verified
+// on DMG/MGB/SGB/SGB2; it measures writes at the M-cycles lcdon_timing-GS reads at): VRAM only
+// while STAT shows mode 3; OAM while it shows mode 3 and in mode 2 but for its last M-cycle
+// (dots 76-79 take a write), and not in the 4 dots before a line's OAM scan.
+GBX_FN bool ppu_vram_write_locked(Machine& b) { return ppu_mode(b, io_time(b)) == 3; }
+GBX_FN bool ppu_oam_write_locked(Machine& b) {
+  const i64 at = io_time(b);
+  const u8 mode = ppu_mode(b, at);
+  return mode == 3 || (mode == 2 && ppu_pos(b, at) % GBX_LINE_DOTS < GBX_MODE2_DOTS - 4);
 }

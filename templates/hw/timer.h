@@ -79,7 +79,7 @@ GBX_FN void timer_schedule(Machine& b) {
     return;
   }
   const u8 tac = *io_reg(b, 0xFF07);
-  if (!(tac & 4)) {
+  if (!(tac & 4) || b.run_state == GBX_RUN_STOPPED) {  // STOP holds the counter (interrupts.h)
     b.timer_event = GBX_NEVER;
     return;
   }
@@ -105,13 +105,17 @@ GBX_FN void timer_write_div(Machine& b, i64 now) {
 }
 
 // Pan Docs "Timer obscure behaviour" (DMG): a TAC write that takes the multiplexer output
-// from 1 to 0 (disabling, or selecting a bit that is 0) is a falling edge: TIMA ticks.
+// from 1 to 0 (disabling, or selecting a bit that is 0) is a falling edge: TIMA ticks. The
+// tick counts one M-cycle before the write's time point, so an overflow it causes reloads
+// and requests the interrupt by the end of the writing M-cycle: mooneye rapid_toggle
+// (verified on DMG/MGB/SGB/SGB2/CGB/AGB) takes that interrupt before the next instruction
+// (BC = FFD9). A DIV write's tick (tim*_div_trigger) stays at the write.
 GBX_FN void timer_write_tac(Machine& b, i64 now, u8 v) {
   timer_sync(b, now);
   const u8 old = *io_reg(b, 0xFF07);
   const u8 tac = (u8)(0xF8 | v);
   *io_reg(b, 0xFF07) = tac;
-  if (timer_signal(b, old, now) && !timer_signal(b, tac, now)) timer_tick_at(b, now);
+  if (timer_signal(b, old, now) && !timer_signal(b, tac, now)) timer_count(b, 1, now - 4, 16, now);
 }
 
 GBX_FN void timer_write_tima(Machine& b, i64 now, u8 v) {

@@ -24,17 +24,34 @@ def _mix(z: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
+def _entropy() -> int:
+    return int(np.random.SeedSequence().entropy) & (2**64 - 1)
+
+
 class EnvStreams:
     """Streams for envs ``offset .. offset + num_envs - 1`` of a vector env seeded ``seed``."""
 
     def __init__(self, seed: int | None, num_envs: int, offset: int = 0):
         if seed is None:
-            seed = int(np.random.SeedSequence().entropy) & (2**64 - 1)
+            seed = _entropy()
         self.seed = int(seed) & (2**64 - 1)
         with np.errstate(over="ignore"):
             index = np.arange(offset, offset + num_envs, dtype=np.uint64)
             self._key = _mix(np.uint64(self.seed) ^ _mix(index * _GOLDEN + _GOLDEN))
         self._count = {k: np.zeros(num_envs, dtype=np.uint64) for k in _KIND}
+
+    def reseed(self, seeds: list) -> None:
+        """Per-env seeds (``reset(seed=[...])``): env i's stream restarts keyed by ``seeds[i]``
+        alone, so two envs given the same seed draw the same numbers wherever they sit (a
+        per-env seed names that env's stream, as Gymnasium's sub-env seeds do); ``None`` keeps
+        that env's stream as it is."""
+        for i, s in enumerate(seeds):
+            if s is None:
+                continue
+            with np.errstate(over="ignore"):
+                self._key[i] = _mix(np.uint64(int(s) & (2**64 - 1)) ^ _mix(_GOLDEN))
+            for c in self._count.values():
+                c[i] = 0
 
     def uniform(self, kind: str, mask: np.ndarray | None = None) -> np.ndarray:
         """One float64 in [0, 1) per env; only envs in ``mask`` (all if None) advance."""

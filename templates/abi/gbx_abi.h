@@ -4,7 +4,7 @@
 #ifndef GBX_ABI_H
 #define GBX_ABI_H
 
-#define GBX_ABI_VERSION 6
+#define GBX_ABI_VERSION 7
 
 // Per-env writable memory (memory model dmg): only the regions a cartridge cannot supply.
 #define GBX_MEM_VRAM 0x0000u  // 0x8000-0x9FFF
@@ -116,7 +116,11 @@ typedef struct GbxParams {
   int frames;                 // run mode frames: frames per step
   long long instr_budget;     // run mode instructions: instructions per step
   const int* actions;         // reserved: one int32 per env
-  const int* joyp_select;     // reserved
+  // One int32 per env, or null (every env runs `frames`): env i runs env_frames[i] frames
+  // (0: only the stage epilog, which refreshes its outputs from the current state; < 0: the
+  // env is not touched). Per-env no-op frames after resets and output refreshes run in one
+  // launch this way (python/gbx/vec_env.py).
+  const int* env_frames;
   const int* release_after_frames;  // one int32 per env: release after N frames (< 0: never)
   float* obs;                 // obs_dim floats per env
   float* reward;              // one float per env

@@ -25,8 +25,8 @@ SCRIPT = textwrap.dedent(
 
     N = 8
     ROM = "builtin:ALU_LOOP"
-    cu = gbx.VecEnv(ROM, num_envs=N, device="cuda", frames_per_step=1)
-    cpu = gbx.VecEnv(ROM, num_envs=N, device="cpu", frames_per_step=1)
+    cu = gbx.VecEnv(ROM, num_envs=N, obs="vec", device="cuda", frames_per_step=1)
+    cpu = gbx.VecEnv(ROM, num_envs=N, obs="vec", device="cpu", frames_per_step=1)
     # (After a reset cpu refreshes its outputs from the new state, cuda zeroes them: compared
     # after steps only.) Host arrays: views of one page-locked copy of the output block.
     cu.reset(seed=0)
@@ -146,8 +146,8 @@ TIERED = textwrap.dedent(
 
     N = 2
     ROM = "builtin:IRQ_TIMER"
-    cu = gbx.VecEnv(ROM, num_envs=N, device="cuda", frames_per_step=1, tiered_start=True)
-    cpu = gbx.VecEnv(ROM, num_envs=N, device="cpu", frames_per_step=1)
+    cu = gbx.VecEnv(ROM, num_envs=N, obs="vec", device="cuda", frames_per_step=1, tiered_start=True)
+    cpu = gbx.VecEnv(ROM, num_envs=N, obs="vec", device="cpu", frames_per_step=1)
     # The cache is empty: the quick compile runs first.
     assert cu.backend.start_tier == "fast", cu.backend.start_tier
     assert cpu.backend.start_tier == "optimized"

@@ -174,7 +174,7 @@ def test_bad_specs(gbx, obs, msg):
 @pytest.mark.parametrize("k", [0, -1, 1.5, True])
 def test_bad_frame_stack(gbx, k):
     with pytest.raises(ValueError, match="frame_stack"):
-        gbx.VecEnv(ROM, num_envs=1, frame_stack=k)
+        gbx.VecEnv(ROM, num_envs=1, obs="vec", frame_stack=k)
 
 
 def test_mgba_backend_gathers_the_same_ram(gbx):

@@ -147,7 +147,8 @@ def test_errors_are_one_python_exception(gbx, env):
             env.load_state(1, junk)
         assert "\n" not in str(ei.value)
     # A state of another ROM is refused, and leaves the env untouched.
-    other = gbx.VecEnv(make_rom(COUNTER_PROGRAM, title=b"OTHER"), num_envs=1, frames_per_step=1)
+    other = gbx.VecEnv(make_rom(COUNTER_PROGRAM, title=b"OTHER"), num_envs=1, obs="vec",
+                       frames_per_step=1)
     other.reset(seed=0)
     foreign = other.save_state(0)
     other.close()

@@ -144,6 +144,11 @@ class VecEnv(gym.vector.VectorEnv):
         self._codec = get_codec(actions)
         self._obs_spec = parse_obs(obs, frame_stack, pixel_values)
         backend, index = _parse_device(device)
+        if backend == "mgba" and self._obs_spec.pixels:
+            raise ValueError(
+                "device='mgba' has no pixels output (the default obs): pass obs='vec' or a "
+                "'ram' spec"
+            )
         rom_spec, rom_bytes = (rom, b"") if isinstance(rom, str) else ("bytes", bytes(rom))
         self._native = _native.Backend(
             rom_spec,

@@ -165,8 +165,9 @@ def test_bad_seeds(env, seed, match):
     (dict(pixel_values="rgb"), "pixel_values must be"),
     (dict(obs="vec", pixel_values="luminance"), "needs a pixels observation"),
     (dict(obs={"pixels": "packed"}, pixel_values="luminance"), "full' or 'half'"),
+    (dict(device="mgba"), "device='mgba' has no pixels output"),
 ])
-def test_bad_pixel_values(gbx, kw, match):
+def test_bad_pixel_options(gbx, kw, match):
     with pytest.raises(ValueError, match=match) as ei:
         gbx.VecEnv("builtin:NOPE", num_envs=1, **kw)  # refused before the ROM is looked at
     one_line(ei)

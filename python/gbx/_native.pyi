@@ -55,6 +55,8 @@ class Backend:
         self, actions: npt.NDArray[np.int32], frames: npt.NDArray[np.int32], gather: bool = True
     ) -> None:
         """Env i runs frames[i] frames (0: refresh its outputs; < 0: untouched), one call."""
+    def copy_state(self, src: int, mask: npt.NDArray[np.uint8]) -> None:
+        """Env src's state into the masked envs (src excepted), on the backend; outputs refreshed."""
     def gather_outputs(self) -> None:
         """The host block brought up to date (non-cpu backends)."""
     @property

@@ -346,6 +346,27 @@ class VecEnv(gym.vector.VectorEnv):
         self._needs_reset[i] = False
         self._obs.observe(fresh=mask, stepped=False)
 
+    def copy_state(self, src: int, dst_mask) -> None:
+        """Env ``src``'s whole machine state into every env where ``dst_mask`` (bool[num_envs])
+        is set, on the backend itself (cpu: memory copies; cuda: one copy kernel on the
+        device, no host copy): go-explore and "swarm" restarts. ``src`` itself is never
+        overwritten. Each destination starts a new episode as after :meth:`load_state`; its
+        outputs and frame stack are refreshed. cpu and cuda devices."""
+        native = self._live()
+        src = self._index(src)
+        mask = np.asarray(dst_mask)
+        if mask.shape != (self.num_envs,) or mask.dtype != np.bool_:
+            raise ValueError(
+                f"copy_state: dst_mask must be a bool array of shape ({self.num_envs},), "
+                f"got {mask.dtype} {mask.shape}"
+            )
+        mask = mask.copy()
+        mask[src] = False
+        native.copy_state(src, mask.astype(np.uint8))
+        self._clear_episode(mask)
+        self._needs_reset[mask] = False
+        self._obs.observe(fresh=mask, stepped=False)
+
     def set_reset_state(self, blobs) -> None:
         """What resets (``reset()`` and autoreset) return envs to from now on: ``None`` = the
         power-on state, one blob = every env, a list of ``num_envs`` blobs = one each. Every

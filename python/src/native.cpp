@@ -356,6 +356,25 @@ class Native {
     check(backend_->sync());
     gather();
   }
+  // Env src's state into the masked envs on the backend (cuda: no host copy), then their
+  // outputs refreshed from it.
+  void copy_state(int src, MaskIn mask) {
+    check_index(src);
+    if ((int)mask.shape(0) != n_)
+      throw nb::value_error(("copy_state: mask has " + std::to_string(mask.shape(0)) +
+                             " entries for " + std::to_string(n_) + " envs")
+                                .c_str());
+    std::vector<uint8_t> m(mask.data(), mask.data() + n_);
+    m[src] = 0;
+    {
+      nb::gil_scoped_release release;
+      check_nogil(backend_->copy_state(src, m));
+      if (pending_) check_nogil(refresh(m));
+      if (pending_) check_nogil(backend_->sync());
+    }
+    raise_pending();
+    gather();
+  }
   void set_reset_state(const std::vector<nb::bytes>& blobs) {
     std::vector<std::vector<uint8_t>> v;
     for (const auto& b : blobs) v.push_back(to_vector(b));
@@ -658,6 +677,7 @@ NB_MODULE(_native, m) {
       .def("save_states", &Native::save_states)
       .def("load_state", &Native::load_state, "env"_a, "blob"_a)
       .def("set_reset_state", &Native::set_reset_state, "blobs"_a)
+      .def("copy_state", &Native::copy_state, "src"_a, "mask"_a)
       .def("read_memory_all", &Native::read_memory_all, "lo"_a, "hi"_a)
       // fcuda2: the cuda backend's device arrays and bulk registers
       .def("cuda_outputs", &Native::cuda_outputs)

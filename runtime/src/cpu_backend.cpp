@@ -135,6 +135,20 @@ Status CpuBackend::load_state(int env, const std::vector<uint8_t>& blob) {
   return ok_status();
 }
 
+Status CpuBackend::copy_state(int src, const std::vector<uint8_t>& dst_mask) {
+  if (auto st = check_env(src); !st) return st;
+  const int n = state_.num_envs();
+  if ((int)dst_mask.size() != n)
+    return make_error(ErrorKind::Usage, "copy_state: mask of " + std::to_string(dst_mask.size()) +
+                                            " for " + std::to_string(n) + " envs");
+  for (int i = 0; i < n; ++i) {
+    if (!dst_mask[i] || i == src) continue;
+    state_.copy_env(i, state_, src);
+    clear_outputs(i);
+  }
+  return ok_status();
+}
+
 CpuBackend::~CpuBackend() {
   // A compile still running finishes on its thread before the backend goes (it owns nothing
   // of ours, but the JIT session outlives it only this way).

@@ -567,6 +567,37 @@ Status CudaBackend::load_state(int env, const std::vector<uint8_t>& blob) {
   return launch_copy(p, regions);
 }
 
+Status CudaBackend::copy_state(int src, const std::vector<uint8_t>& dst_mask) {
+  if (Status st = check_env(src); !st) return st;
+  const int n = layout_.num_envs;
+  if ((int)dst_mask.size() != n)
+    return make_error(ErrorKind::Usage, "copy_state: mask of " + std::to_string(dst_mask.size()) +
+                                            " for " + std::to_string(n) + " envs");
+  if (Status st = ctx_->make_current(); !st) return st;
+  // Env src is read while the others are written: it is never a destination itself.
+  std::vector<uint8_t> mask(dst_mask);
+  mask[src] = 0;
+  if (Status st = mask_buf_.upload(mask.data(), mask.size(), 0, stream_.get()); !st) return st;
+  // Every state array's slot of env src, as a one-slot source every masked env copies.
+  GbxState one{};
+#define GBX_FIELD_AT(name, size) \
+  one.name = reinterpret_cast<decltype(one.name)>(dev_addr(soa_.name) + (uint64_t)src * (size));
+  GBX_STATE_FIELDS(GBX_FIELD_AT)
+#undef GBX_FIELD_AT
+  std::vector<EnvCopyRegion> regions;
+  state_regions(soa_, one, true, regions);
+  const bool interleaved = layout_.mem_layout == MemLayout::Interleaved;
+  const uint64_t src_mem = mem_buf_.ptr() + (uint64_t)src * (interleaved ? 1 : layout_.mem_stride);
+  const uint64_t pitch = interleaved ? layout_.mem_pitch : 0;
+  regions.push_back(EnvCopyRegion{mem_buf_.ptr(), src_mem, layout_.mem_stride,
+                                  interleaved ? 1 : layout_.mem_stride, 0, pitch, pitch});
+  output_zero_regions(regions);
+  EnvCopyParams p;
+  p.mask = mask_buf_.ptr();
+  p.envs = (uint64_t)n;
+  return launch_copy(p, regions);
+}
+
 Status CudaBackend::step(const std::vector<int32_t>& actions) {
   const int n = layout_.num_envs;
   if (!actions.empty() && (int)actions.size() != n)

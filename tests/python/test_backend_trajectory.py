@@ -74,6 +74,15 @@ SCRIPT = textwrap.dedent(
     assert ends["terminated"] > 0 and ends["truncated"] > 0 and ends["reward"] > 0, ends
     assert first_after_reset > 0
     same(cu.read_memory(0xC000, 0xC010), cpu.read_memory(0xC000, 0xC010), "memory")
+    # copy_state: env 1's machine into envs 0 and 2 on the device, then the same steps.
+    for e in (cu, cpu):
+        e.copy_state(1, np.array([True, True, True]))
+    assert cu.save_state(0) == cu.save_state(1) == cu.save_state(2)
+    for t in range(5):
+        a = np.full(N, 4 + t %% 4)
+        r_cu, r_cpu = cu.step(a), cpu.step(a)
+        for x, y, what in zip(r_cu, r_cpu, ("obs", "reward", "terminated", "truncated", "info")):
+            same(x, y, f"after copy_state, step {t} {what}")
     print("OK", ends, "autoresets", first_after_reset,
           f"make {t_make:.1f}s steps {time.monotonic() - t1:.1f}s")
     """

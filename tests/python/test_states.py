@@ -63,6 +63,30 @@ def test_loaded_state_replays_the_same_trajectory(env):
     np.testing.assert_array_equal(env.read_memory(0xC000, 0xE000)[3], mem)
 
 
+def test_copy_state_clones_one_env_into_others(env, gbx):
+    run(env, 3)
+    env.reset(options={"reset_mask": np.array([False, True, False, False])})
+    run(env, 2)  # env 1 is 3 frames behind the others
+    assert env.save_state(1) != env.save_state(0)
+    src_blob, other = env.save_state(1), env.save_state(3)
+    env.copy_state(1, np.array([True, True, True, False]))
+    assert env.save_state(0) == env.save_state(2) == env.save_state(1) == src_blob
+    assert env.save_state(3) == other  # not in the mask
+    obs = env._obs.observe(stepped=False)  # outputs refreshed from the copied state
+    np.testing.assert_array_equal(obs["ram"][0], obs["ram"][1])
+    later = run(env, 4)
+    np.testing.assert_array_equal(later["ram"][0], later["ram"][1])
+    np.testing.assert_array_equal(later["vec"][2], later["vec"][1])
+    with pytest.raises(IndexError):
+        env.copy_state(N, np.ones(N, dtype=bool))
+    with pytest.raises(ValueError, match="dst_mask must be a bool array"):
+        env.copy_state(0, np.ones(N - 1, dtype=bool))
+    ref = gbx.VecEnv(COUNTER_ROM, num_envs=2, obs="vec", device="mgba")
+    with pytest.raises(ValueError, match="cannot copy states between envs"):
+        ref.copy_state(0, np.array([False, True]))
+    ref.close()
+
+
 def test_save_states_all_envs(env):
     run(env, 1)
     blobs = env.save_states()

@@ -156,6 +156,14 @@ class Backend {
     (void)blob;
     return unsupported("load states");
   }
+  // Env src's whole machine state into every env whose dst_mask byte is set (src itself
+  // excepted), on the backend (cuda: device to device, no host copy); their outputs are
+  // zeroed, as by a reset. For go-explore and "swarm" restarts from one env's state.
+  virtual Status copy_state(int src, const std::vector<uint8_t>& dst_mask) {
+    (void)src;
+    (void)dst_mask;
+    return unsupported("copy states between envs");
+  }
   // Advances every env by frames_per_step frames, then runs the stage epilog.
   // actions: one int32 per env (may be empty = no input). May be asynchronous (cuda).
   virtual Status step(const std::vector<int32_t>& actions) = 0;

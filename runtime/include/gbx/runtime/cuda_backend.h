@@ -41,6 +41,7 @@ class CudaBackend : public Backend {
   Status set_reset_state(const std::vector<std::vector<uint8_t>>& blobs) override;
   Result<std::vector<uint8_t>> save_state(int env) override;
   Status load_state(int env, const std::vector<uint8_t>& blob) override;
+  Status copy_state(int src, const std::vector<uint8_t>& dst_mask) override;
   Status step(const std::vector<int32_t>& actions) override;  // asynchronous
   Status step_frames(const std::vector<int32_t>& actions,
                      const std::vector<int32_t>& frames) override;  // asynchronous

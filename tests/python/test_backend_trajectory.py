@@ -15,6 +15,7 @@ STEPS = 300
 
 SCRIPT = textwrap.dedent(
     r"""
+    import ctypes
     import time
     import numpy as np
     import gbx
@@ -74,9 +75,16 @@ SCRIPT = textwrap.dedent(
     assert ends["terminated"] > 0 and ends["truncated"] > 0 and ends["reward"] > 0, ends
     assert first_after_reset > 0
     same(cu.read_memory(0xC000, 0xC010), cpu.read_memory(0xC000, 0xC010), "memory")
-    # copy_state: env 1's machine into envs 0 and 2 on the device, then the same steps.
-    for e in (cu, cpu):
-        e.copy_state(1, np.array([True, True, True]))
+    # copy_state: env 1's machine into envs 0 and 2 on the device, then the same steps. The
+    # double counts what crossed the bus: up only the mask and the refresh's frame counts,
+    # down only the output block, never an env's state (its memory alone is 16.5 KiB).
+    copied = ctypes.CDLL("libcuda.so.1").gbx_cuda_double_copied_bytes
+    copied.restype, copied.argtypes = ctypes.c_uint64, [ctypes.c_int]
+    up, down = copied(1), copied(0)
+    cu.copy_state(1, np.array([True, True, True]))
+    up, down = copied(1) - up, copied(0) - down
+    assert up == N + 4 * N and 0 < down < 4096, (up, down)
+    cpu.copy_state(1, np.array([True, True, True]))
     assert cu.save_state(0) == cu.save_state(1) == cu.save_state(2)
     for t in range(5):
         a = np.full(N, 4 + t %% 4)

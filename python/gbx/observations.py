@@ -27,9 +27,9 @@ Pixel values (``VecEnv(pixel_values=...)``), full and half formats:
                                                       999999, 555555, 000000), one channel
 ==================  =====  ========  ========  =====  ====================================
 
-``obs="pixels"`` (the default) and ``obs="vec"`` are shorthands for a one-key spec. A one-key spec returns
-that array (``[num_envs, ...]``); several keys return a dict of them (a Gymnasium ``Dict``
-space). ``"pixels"`` and ``"vec"`` exclude each other: the kernel writes one of the two in
+``obs="pixels"`` (the default) and ``obs="vec"`` are shorthands for a one-key spec. A one-key
+spec returns that array (``[num_envs, ...]``); several keys return a dict of them (a Gymnasium
+``Dict`` space). ``"pixels"`` and ``"vec"`` exclude each other: the kernel writes one of the two in
 its obs slot (``SynthParams::obs``); combine either with ``"ram"``.
 
 ``frame_stack=k`` (k > 1) stacks the last k observations of every key on a new axis after
@@ -102,9 +102,11 @@ def parse_obs(obs, frame_stack: int = 1, pixel_values: str = "shades") -> ObsSpe
             raise ValueError("pixel_values='luminance' needs a pixels observation")
         if spec.pixels == "packed":
             raise ValueError(
-                "pixel_values='luminance' needs pixels 'full' or 'half' (packed holds 4 pixels a byte)"
+                "pixel_values='luminance' needs pixels 'full' or 'half' "
+                "(packed holds 4 pixels a byte)"
             )
-        spec = ObsSpec(spec.keys, spec.pixels, spec.ram, spec.single, spec.frame_stack, pixel_values)
+        spec = ObsSpec(spec.keys, spec.pixels, spec.ram, spec.single, spec.frame_stack,
+                       pixel_values)
     return spec
 
 

@@ -130,7 +130,8 @@ class VecEnv(gym.vector.VectorEnv):
             raise ValueError(f"max_episode_frames must be >= 1 or None (got {max_episode_frames})")
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array' (got {render_mode!r})")
-        if isinstance(env_offset, bool) or not isinstance(env_offset, (int, np.integer)) or env_offset < 0:
+        if (isinstance(env_offset, bool) or not isinstance(env_offset, (int, np.integer))
+                or env_offset < 0):
             raise ValueError(f"env_offset must be an int >= 0 (got {env_offset!r})")
         track = list(track)
         if len(track) > _native.USER_TRACK_MAX:
@@ -427,12 +428,14 @@ class VecEnv(gym.vector.VectorEnv):
                 )
             for s in seeds:
                 if s is not None and (isinstance(s, bool) or not isinstance(s, (int, np.integer))):
-                    raise ValueError(f"reset(seed=[...]): each seed must be an int or None, got {s!r}")
+                    raise ValueError(
+                        f"reset(seed=[...]): each seed must be an int or None, got {s!r}")
             self._streams.reseed(seeds)
             self._seed = seeds
             return
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-            raise ValueError(f"seed must be an int, a list of ints (one per env) or None, got {seed!r}")
+            raise ValueError(
+                f"seed must be an int, a list of ints (one per env) or None, got {seed!r}")
         self._streams = EnvStreams(seed, self.num_envs, self.env_offset)
         self._seed = seed
 

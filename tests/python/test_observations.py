@@ -205,7 +205,7 @@ def test_mgba_backend_gathers_the_same_ram(gbx):
         b, *_ = ref.step(NOOP)
         np.testing.assert_array_equal(a["ram"], b["ram"])
         np.testing.assert_array_equal(a["vec"], b["vec"])
-    with pytest.raises(ValueError, match="mgba backend has no pixels"):
+    with pytest.raises(ValueError, match="device='mgba' has no pixels output"):
         make(gbx, "pixels", device="mgba")
     cpu.close()
     ref.close()

@@ -15,7 +15,11 @@ import numpy as np
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
-_KIND = {"noop": np.uint64(0x6E6F6F70), "sticky": np.uint64(0x73746B79)}
+_KIND = {
+    "noop": np.uint64(0x6E6F6F70),
+    "sticky": np.uint64(0x73746B79),
+    "pool": np.uint64(0x706F6F6C),  # which reset state of a pool (VecEnv reset_states)
+}
 
 
 def _mix(z: np.ndarray) -> np.ndarray:

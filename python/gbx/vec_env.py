@@ -57,6 +57,9 @@ class VecEnv(gym.vector.VectorEnv):
     - ``noop_max``: after every reset an env runs a random number of no-op frames in
       [0, noop_max], drawn from ``seed`` (the machine is deterministic; this is what makes
       the seed matter). Every backend; all envs' no-op frames run in one backend call.
+    - ``reset_states``: a pool of save states (bytes); every reset (``reset()`` and
+      autoreset) puts each reset env into one of them, drawn from its random stream (the
+      seed), as ``set_reset_state(pool, pool=True)``.
     - ``sticky_actions``: probability that an env repeats its previous action for a step
       instead of taking the new one (ALE's repeat_action_probability, per step).
     - ``env_offset``: this env's envs are envs ``env_offset ..`` of a larger vector env
@@ -113,6 +116,7 @@ class VecEnv(gym.vector.VectorEnv):
         tiered_start: bool = False,
         specialize: str = "off",
         pixel_values: str = "shades",
+        reset_states: Sequence[bytes] | None = None,
     ):
         if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool):
             raise ValueError(f"num_envs must be an int, got {type(num_envs).__name__}")
@@ -200,6 +204,10 @@ class VecEnv(gym.vector.VectorEnv):
         self._zero_actions = np.zeros(n, dtype=np.int32)
         self._zero_reward = np.zeros(n, dtype=np.float32)
         self._reset_called = False
+        self._pool: list[bytes] | None = None  # reset_states
+        self._pool_index: np.ndarray | None = None  # the pool entry each env's image holds
+        if reset_states is not None:
+            self.set_reset_state(reset_states, pool=True)
 
     # -- Gymnasium API -------------------------------------------------------------------
 
@@ -221,6 +229,7 @@ class VecEnv(gym.vector.VectorEnv):
             if not self._reset_called and not mask.all():
                 raise ValueError("the first reset must reset every env (no reset_mask)")
         self._apply_seed(seed)
+        self._draw_reset_states(mask)
         if mask is None:
             native.reset(0)  # the outputs refreshed and gathered
             mask = np.ones(self.num_envs, dtype=bool)
@@ -252,6 +261,7 @@ class VecEnv(gym.vector.VectorEnv):
         if any_reset:
             # NEXT_STEP autoreset: these envs ended last step; this step starts their next
             # episode (the step just run on them is discarded by the reset).
+            self._draw_reset_states(resetting)
             native.reset_envs(resetting.astype(np.uint8), gather=False)
             self._run_noops(resetting)
             native.gather_outputs()
@@ -368,10 +378,35 @@ class VecEnv(gym.vector.VectorEnv):
         self._needs_reset[mask] = False
         self._obs.observe(fresh=mask, stepped=False)
 
-    def set_reset_state(self, blobs) -> None:
+    def set_reset_state(self, blobs, pool: bool = False) -> None:
         """What resets (``reset()`` and autoreset) return envs to from now on: ``None`` = the
         power-on state, one blob = every env, a list of ``num_envs`` blobs = one each. Every
-        blob is checked before any is kept. Nothing is reset now."""
+        blob is checked before any is kept. Nothing is reset now.
+
+        ``pool=True``: ``blobs`` (one or more) is a pool; each reset puts every reset env into
+        one of them drawn from that env's random stream (so from the seed; reproducible and
+        the same in a shard). The backend holds one reset image per env: when a draw changes
+        an env's entry, every env's image is set again (one decode each; on cuda one upload
+        of all of them), a host cost per reset that a device-side pool would not have."""
+        native = self._live()
+        if pool:
+            if isinstance(blobs, (bytes, bytearray, memoryview)):
+                blobs = [blobs]
+            pool_blobs = [_as_blob(b) for b in (blobs or [])]
+            if not pool_blobs:
+                raise ValueError("set_reset_state(pool=True) needs at least one state")
+            # Checked by the backend, num_envs at a time (every blob decoded before any is
+            # kept; a pool larger than num_envs in several such groups).
+            n, k = self.num_envs, len(pool_blobs)
+            for first in range(0, k, n):
+                group = [pool_blobs[(first + i) % k] for i in range(n)]
+                try:
+                    native.set_reset_state(group if n > 1 else group[:1])
+                except ValueError as e:
+                    raise ValueError(f"reset state pool ({k} states): {e}") from None
+            self._pool, self._pool_index = pool_blobs, None
+            return
+        self._pool = self._pool_index = None
         if blobs is None:
             blobs = []
         elif isinstance(blobs, (bytes, bytearray, memoryview)):
@@ -382,7 +417,23 @@ class VecEnv(gym.vector.VectorEnv):
                 raise ValueError(
                     f"set_reset_state takes one blob or {self.num_envs} (one per env), got {len(blobs)}"
                 )
-        self._live().set_reset_state([_as_blob(b) for b in blobs])
+        native.set_reset_state([_as_blob(b) for b in blobs])
+
+    def _draw_reset_states(self, mask: np.ndarray | None) -> None:
+        """reset_states: each env in ``mask`` (None: all) draws its pool entry for this reset;
+        the backend's per-env reset images are set again when a draw changed one."""
+        if self._pool is None:
+            return
+        if mask is None:
+            mask = np.ones(self.num_envs, dtype=bool)
+        drawn = self._streams.integers("pool", len(self._pool) - 1, mask)
+        index = np.zeros(self.num_envs, dtype=np.int64) if self._pool_index is None \
+            else self._pool_index.copy()
+        index[mask] = drawn[mask]
+        if self._pool_index is not None and np.array_equal(index, self._pool_index):
+            return
+        self._live().set_reset_state([self._pool[k] for k in index])
+        self._pool_index = index
 
     def device_arrays(self):
         """cuda: this step's outputs on the GPU as ``gbx.cuda_arrays.CudaArray`` by section

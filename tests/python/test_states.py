@@ -94,6 +94,37 @@ def test_save_states_all_envs(env):
     assert all(b == env.save_state(i) for i, b in enumerate(blobs))
 
 
+def test_reset_states_pool_drawn_from_the_seed(env, gbx):
+    # Three states of the counter ROM (C000 counts frames): every reset puts each env into
+    # one of them, drawn from the seed: reproducible, all used, and another seed differs.
+    pool, counts = [], []
+    for steps in (1, 3, 6):
+        run(env, steps)
+        pool.append(env.save_state(0))
+        counts.append(int(env.read_memory(0xC000, 0xC001)[0, 0]))
+
+    def starts(seed):
+        e = make(gbx, reset_states=pool, max_episode_frames=2)
+        obs, _ = e.reset(seed=seed)
+        seen = [obs["ram"][:, 0].copy()]
+        for _ in range(12):  # an autoreset every third step
+            obs, _, _, trunc, _ = e.step(NOOP)
+            if e._needs_reset.any():
+                nxt, *_ = e.step(NOOP)
+                seen.append(nxt["ram"][:, 0].copy())
+        e.close()
+        return np.array(seen)
+
+    a, b, c = starts(3), starts(3), starts(4)
+    assert set(np.unique(a)) == set(counts)  # every start is a pool state, each one used
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+    with pytest.raises(ValueError, match="needs at least one state"):
+        env.set_reset_state([], pool=True)
+    with pytest.raises(ValueError, match="reset state pool"):
+        env.set_reset_state([pool[0], b"GBXS" + b"\0" * 60], pool=True)
+
+
 def test_reset_state_shared_by_every_env(env):
     run(env, 7)
     at = env.read_memory(0xC000, 0xC002)[1].copy()

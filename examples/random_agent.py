@@ -30,12 +30,15 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=0, help="0 = all cores")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--obs", default="pixels", choices=("pixels", "vec"),
+                    help="pixels (the screen, VecEnv's default) or vec (obs_v0, what "
+                         "`gbx-run bench` writes; scripts/bench-python.sh compares with it)")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
     env = gbx.VecEnv(args.rom, num_envs=args.envs, device=args.device,
                      frames_per_step=args.frames_per_step, release_after_frames=0,
-                     threads=args.threads, seed=args.seed)
+                     threads=args.threads, seed=args.seed, obs=args.obs)
     env.reset(seed=args.seed)
     print(f"env ready in {time.perf_counter() - t0:.2f} s (kernel {env.kernel_key[:16]})")
     env.action_space.seed(args.seed)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The Python layer's cost: examples/random_agent.py (gbx.VecEnv, random actions) against
 # `gbx-run bench` (the same cpu kernel driven from C++), same ROM, env count, frames per step,
-# release schedule, stage and threads, run alternately in one invocation so both see the same
-# machine load. Prints each round's frames/s and the ratio python / C++, then the median ratio.
+# release schedule, stage, observation (obs_v0) and threads, run alternately in one invocation
+# so both see the same machine load. Prints each round's frames/s and the ratio python / C++, then the median ratio.
 #
 #   scripts/bench-python.sh [--envs 256] [--threads 2] [--steps 40] [--rounds 3]
 #                           [--rom builtin:ALU_LOOP] [--python PY]
@@ -34,11 +34,11 @@ trap 'rm -rf "$tmp"' EXIT
 echo "rom $rom  envs $envs  frames/step $fps  release_after_frames 0  threads $threads  steps $steps"
 # Warm the kernel cache (and the page cache) once, untimed.
 "$py" "$root/examples/random_agent.py" --rom "$rom" --envs "$envs" --threads "$threads" \
-  --frames-per-step "$fps" --steps 1 >/dev/null 2>&1
+  --frames-per-step "$fps" --steps 1 --obs vec >/dev/null 2>&1
 ratios=()
 for r in $(seq 1 "$rounds"); do
   py_fps=$("$py" "$root/examples/random_agent.py" --rom "$rom" --envs "$envs" \
-    --threads "$threads" --frames-per-step "$fps" --steps "$steps" 2>/dev/null |
+    --threads "$threads" --frames-per-step "$fps" --steps "$steps" --obs vec 2>/dev/null |
     sed -n 's/.*frames\/s \([0-9,]*\).*/\1/p' | tr -d ,)
   "$gbx_run" bench --backend cpu --rom "$rom" --envs "$envs" --threads "$threads" \
     --frames-per-step "$fps" --release-after-frames 0 --steps "$steps" --warmup-steps 1 \

@@ -389,6 +389,35 @@ TEST_CASE("release_after_frames on cuda matches cpu") {
   }
 }
 
+TEST_CASE("step_frames on cuda matches cpu: per-env frame counts, 0 refreshes, < 0 untouched") {
+  if (!have_device()) return;
+  auto rom = load_rom("builtin:ARROWS");
+  REQUIRE(rom.ok());
+  BackendConfig cfg;
+  cfg.num_envs = 4;
+  cfg.frames_per_step = 2;
+  cfg.release_after_frames = 1;
+  auto cpu = make("cpu", *rom, cfg);
+  auto cuda = make("cuda", *rom, cfg);
+  for (Backend* b : {cpu.get(), cuda.get()}) {
+    REQUIRE(b->step(actions_for(0, 4)).ok());
+    // Env 0: 5 frames, env 1: only the epilog, env 2: 1 frame, env 3: not touched. Then the
+    // cleared outputs of envs 1-3 after a masked reset are refreshed by 0 frames.
+    REQUIRE(b->step_frames({0x10, 0x20, 0x40, 0x80}, {5, 0, 1, -1}).ok());
+  }
+  for (int env = 0; env < 4; ++env) check_same_state(*cpu, *cuda, env);
+  check_same_bulk(*cpu, *cuda);
+  // Env 3 kept its state of the first step: 2 frames, where env 0 ran 2 + 5.
+  CHECK(cuda->get_cpu_state(3)->cycle_count < cuda->get_cpu_state(0)->cycle_count);
+  for (Backend* b : {cpu.get(), cuda.get()}) {
+    REQUIRE(b->reset(std::vector<uint8_t>{0, 1, 1, 1}).ok());
+    REQUIRE(b->step_frames({}, {-1, 0, 0, 0}).ok());
+  }
+  check_same_bulk(*cpu, *cuda);
+  CHECK(cuda->read_obs(1).value() != std::vector<float>(32, 0.0f));  // not the zeroed block
+  CHECK_FALSE(cuda->step_frames({}, {1, 1}).ok());                   // one count per env
+}
+
 namespace {
 
 std::vector<uint8_t> blob_of(Backend& b, int env) {

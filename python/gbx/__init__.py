@@ -1,8 +1,11 @@
 """GBX: thousands of Game Boy (DMG) emulators at once, as a Gymnasium vector environment.
 
     import gbx
-    env = gbx.VecEnv("builtin:ALU_LOOP", num_envs=8)
+    env = gbx.VecEnv("game.gb", num_envs=8)      # screen observations, reward 0
     obs, info = env.reset(seed=0)
+
+    import gymnasium                               # the same through Gymnasium's registry
+    env = gymnasium.make_vec("gbx/GameBoy-v0", num_envs=8, rom="game.gb")
 
 Kernels are synthesized from the templates shipped inside this package (``gbx/templates``)
 and compiled at run time (clang + ORC for the CPU), cached under ``$GBX_CACHE_DIR`` (else
@@ -26,6 +29,20 @@ from . import ramsearch  # noqa: E402
 from .ramsearch import RamSearch  # noqa: E402
 from .video import record_video  # noqa: E402
 
+# gymnasium.make_vec("gbx/GameBoy-v0", num_envs=N, rom=...) builds a VecEnv (Gymnasium 1.x:
+# an id with only a vector entry point is made by calling it with num_envs and the kwargs).
+ENV_ID = "gbx/GameBoy-v0"
+
+
+def _register() -> None:
+    import gymnasium
+
+    if ENV_ID not in gymnasium.registry:
+        gymnasium.register(id=ENV_ID, vector_entry_point="gbx.vec_env:VecEnv")
+
+
+_register()
+
 __all__ = [
     "VecEnv",
     "RomWarning",
@@ -36,5 +53,6 @@ __all__ = [
     "RamSearch",
     "ramsearch",
     "record_video",
+    "ENV_ID",
 ]
 __version__ = "0.1.0"

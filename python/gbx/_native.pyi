@@ -46,14 +46,19 @@ class Backend:
         the optimized one compiles in the background, swapped in between steps."""
     def reset(self, seed: int = 0) -> None:
         """Every env to the post-boot state; outputs refreshed from it (GIL released)."""
-    def reset_envs(self, mask: npt.NDArray[np.uint8]) -> None:
-        """Masked envs to their reset state (backend reset(mask)), the others untouched."""
-    def step(self, actions: npt.NDArray[np.int32]) -> None:
+    def reset_envs(self, mask: npt.NDArray[np.uint8], gather: bool = True) -> None:
+        """Masked envs to their reset state (backend reset(mask)), the others untouched; their
+        outputs refreshed from it. gather False: the host block is not updated (non-cpu)."""
+    def step(self, actions: npt.NDArray[np.int32], gather: bool = True) -> None:
         """One step of frames_per_step frames; actions are joypad bytes (GIL released)."""
-    def step_envs(
-        self, actions: npt.NDArray[np.int32], frames: int, mask: npt.NDArray[np.uint8]
+    def step_frames(
+        self, actions: npt.NDArray[np.int32], frames: npt.NDArray[np.int32], gather: bool = True
     ) -> None:
-        """`frames` frames (0: refresh outputs) on the masked envs (cpu backend)."""
+        """Env i runs frames[i] frames (0: refresh its outputs; < 0: untouched), one call."""
+    def copy_state(self, src: int, mask: npt.NDArray[np.uint8]) -> None:
+        """Env src's state into the masked envs (src excepted), on the backend; outputs refreshed."""
+    def gather_outputs(self) -> None:
+        """The host block brought up to date (non-cpu backends)."""
     @property
     def obs(self) -> npt.NDArray[np.float32]:
         """float32[num_envs, 32] view of the backend's buffer, overwritten by each step."""

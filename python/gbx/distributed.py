@@ -54,7 +54,8 @@ class _Shard:
         return self.env.single_observation_space, self.env.single_action_space
 
     # Ray copies what an actor returns into its object store when the call returns, so the
-    # VecEnv's views of its buffers may be returned as they are.
+    # VecEnv's views of its buffers (copy=False) could be returned as they are; shards keep
+    # the VecEnv default (copy=True) unless the caller passes copy.
     def reset(self, seed, mask):
         options = None if mask is None else {"reset_mask": mask}
         return self.env.reset(seed=seed, options=options)
@@ -179,7 +180,7 @@ class ShardedVecEnv(gym.vector.VectorEnv):
     def _slices(self):
         return [slice(o, o + n) for o, n in zip(self.offsets, self.sizes)]
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(self, *, seed: int | list | None = None, options: dict | None = None):
         mask = None if not options else options.get("reset_mask")
         if mask is not None:
             mask = np.asarray(mask)
@@ -187,9 +188,16 @@ class ShardedVecEnv(gym.vector.VectorEnv):
                 raise ValueError(
                     f"options['reset_mask'] must be a bool array of shape ({self.num_envs},), "
                     f"got {mask.dtype} {mask.shape}")
+        seeds = [seed] * self.num_shards
+        if isinstance(seed, (list, tuple, np.ndarray)):
+            # Per-env seeds key each env's stream alone (gbx.env_streams): a slice per shard.
+            if len(seed) != self.num_envs:
+                raise ValueError(
+                    f"reset(seed=[...]) needs one seed per env ({self.num_envs}), got {len(seed)}")
+            seeds = [list(seed[s]) for s in self._slices()]
         refs = [
-            a.reset.remote(seed, None if mask is None else mask[s])
-            for a, s in zip(self._actors, self._slices())
+            a.reset.remote(sd, None if mask is None else mask[s])
+            for a, s, sd in zip(self._actors, self._slices(), seeds)
         ]
         results = self._ray.get(refs)
         obs = _concat([r[0] for r in results])

@@ -15,7 +15,11 @@ import numpy as np
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
-_KIND = {"noop": np.uint64(0x6E6F6F70), "sticky": np.uint64(0x73746B79)}
+_KIND = {
+    "noop": np.uint64(0x6E6F6F70),
+    "sticky": np.uint64(0x73746B79),
+    "pool": np.uint64(0x706F6F6C),  # which reset state of a pool (VecEnv reset_states)
+}
 
 
 def _mix(z: np.ndarray) -> np.ndarray:
@@ -24,17 +28,34 @@ def _mix(z: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
+def _entropy() -> int:
+    return int(np.random.SeedSequence().entropy) & (2**64 - 1)
+
+
 class EnvStreams:
     """Streams for envs ``offset .. offset + num_envs - 1`` of a vector env seeded ``seed``."""
 
     def __init__(self, seed: int | None, num_envs: int, offset: int = 0):
         if seed is None:
-            seed = int(np.random.SeedSequence().entropy) & (2**64 - 1)
+            seed = _entropy()
         self.seed = int(seed) & (2**64 - 1)
         with np.errstate(over="ignore"):
             index = np.arange(offset, offset + num_envs, dtype=np.uint64)
             self._key = _mix(np.uint64(self.seed) ^ _mix(index * _GOLDEN + _GOLDEN))
         self._count = {k: np.zeros(num_envs, dtype=np.uint64) for k in _KIND}
+
+    def reseed(self, seeds: list) -> None:
+        """Per-env seeds (``reset(seed=[...])``): env i's stream restarts keyed by ``seeds[i]``
+        alone, so two envs given the same seed draw the same numbers wherever they sit (a
+        per-env seed names that env's stream, as Gymnasium's sub-env seeds do); ``None`` keeps
+        that env's stream as it is."""
+        for i, s in enumerate(seeds):
+            if s is None:
+                continue
+            with np.errstate(over="ignore"):
+                self._key[i] = _mix(np.uint64(int(s) & (2**64 - 1)) ^ _mix(_GOLDEN))
+            for c in self._count.values():
+                c[i] = 0
 
     def uniform(self, kind: str, mask: np.ndarray | None = None) -> np.ndarray:
         """One float64 in [0, 1) per env; only envs in ``mask`` (all if None) advance."""

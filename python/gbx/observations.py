@@ -6,18 +6,30 @@
 =======================  ==========================  =======================================
 spec key                 per-env array               what
 =======================  ==========================  =======================================
-``"vec": True``          float32[32] in [0, 1]       obs_v0 (design section 2)
 ``"pixels": "full"``     uint8[144, 160], 0..3       the last complete frame, shade indices
                                                      (0 white .. 3 black); ``True`` = full
 ``"pixels": "half"``     uint8[72, 80], 0..3         top-left pixel of each 2x2 block
 ``"pixels": "packed"``   uint8[144, 40], 0..255      4 pixels a byte, leftmost in bits 7-6
 ``"ram": [addr, ...]``   uint8[len(addrs)]           the bytes at those bus addresses (the
                                                      memory view; RAM-gather epilog)
+``"vec": True``          float32[32] in [0, 1]       obs_v0, registers and mixes of
+                                                     C000-C00F: a stage test (design
+                                                     section 2), not a game observation
 =======================  ==========================  =======================================
 
-``obs="vec"`` and ``obs="pixels"`` are shorthands for a one-key spec. A one-key spec returns
-that array (``[num_envs, ...]``); several keys return a dict of them (a Gymnasium ``Dict``
-space). ``"pixels"`` and ``"vec"`` exclude each other: the kernel writes one of the two in
+Pixel values (``VecEnv(pixel_values=...)``), full and half formats:
+
+==================  =====  ========  ========  =====  ====================================
+``pixel_values``    white  light     dark      black  what
+==================  =====  ========  ========  =====  ====================================
+``"shades"``        0      1         2         3      what the kernel writes (default)
+``"luminance"``     255    153       85        0      PyBoy's default palette (FFFFFF,
+                                                      999999, 555555, 000000), one channel
+==================  =====  ========  ========  =====  ====================================
+
+``obs="pixels"`` (the default) and ``obs="vec"`` are shorthands for a one-key spec. A one-key
+spec returns that array (``[num_envs, ...]``); several keys return a dict of them (a Gymnasium
+``Dict`` space). ``"pixels"`` and ``"vec"`` exclude each other: the kernel writes one of the two in
 its obs slot (``SynthParams::obs``); combine either with ``"ram"``.
 
 ``frame_stack=k`` (k > 1) stacks the last k observations of every key on a new axis after
@@ -33,6 +45,10 @@ from gymnasium import spaces
 
 OBS_V0_DIM = 32
 PIXEL_SHAPES = {"full": (144, 160), "half": (72, 80), "packed": (144, 40)}
+PIXEL_VALUES = ("shades", "luminance")
+# Shade index -> PyBoy's default palette (pyboy.PyBoy color_palette=(0xFFFFFF, 0x999999,
+# 0x555555, 0x000000)), one channel: what PyBoy users read from screen.ndarray.
+LUMINANCE = np.array([255, 153, 85, 0], dtype=np.uint8)
 # Output-block section each spec key reads (runtime/src/outputs.cpp).
 SECTION = {"vec": "obs_v0", "pixels": "pixels", "ram": "gather"}
 KEYS = ("vec", "pixels", "ram")
@@ -45,6 +61,11 @@ class ObsSpec:
     ram: tuple[int, ...] = ()
     single: bool = True  # return the one array instead of a dict
     frame_stack: int = 1
+    pixel_values: str = "shades"
+
+    @property
+    def luminance(self) -> bool:
+        return self.pixels is not None and self.pixel_values == "luminance"
 
     @property
     def kernel_obs(self) -> str:
@@ -55,7 +76,7 @@ class ObsSpec:
             shape, low, high, dtype = (OBS_V0_DIM,), 0.0, 1.0, np.float32
         elif key == "pixels":
             shape, low, dtype = PIXEL_SHAPES[self.pixels], 0, np.uint8
-            high = 255 if self.pixels == "packed" else 3
+            high = 255 if self.pixels == "packed" or self.luminance else 3
         else:
             shape, low, high, dtype = (len(self.ram),), 0, 255, np.uint8
         if self.frame_stack > 1:
@@ -68,15 +89,31 @@ class ObsSpec:
         return spaces.Dict({k: self.single_space(k) for k in self.keys})
 
 
-def parse_obs(obs, frame_stack: int = 1) -> ObsSpec:
+def parse_obs(obs, frame_stack: int = 1, pixel_values: str = "shades") -> ObsSpec:
     if isinstance(frame_stack, bool) or not isinstance(frame_stack, (int, np.integer)):
         raise ValueError(f"frame_stack must be an int >= 1 (got {frame_stack!r})")
     if frame_stack < 1:
         raise ValueError(f"frame_stack must be >= 1 (got {frame_stack})")
-    frame_stack = int(frame_stack)
-    if obs == "vec":
+    if pixel_values not in PIXEL_VALUES:
+        raise ValueError(f"pixel_values must be 'shades' or 'luminance' (got {pixel_values!r})")
+    spec = _parse_keys(obs, int(frame_stack))
+    if pixel_values == "luminance":
+        if spec.pixels is None:
+            raise ValueError("pixel_values='luminance' needs a pixels observation")
+        if spec.pixels == "packed":
+            raise ValueError(
+                "pixel_values='luminance' needs pixels 'full' or 'half' "
+                "(packed holds 4 pixels a byte)"
+            )
+        spec = ObsSpec(spec.keys, spec.pixels, spec.ram, spec.single, spec.frame_stack,
+                       pixel_values)
+    return spec
+
+
+def _parse_keys(obs, frame_stack: int) -> ObsSpec:
+    if isinstance(obs, str) and obs == "vec":
         return ObsSpec(("vec",), frame_stack=frame_stack)
-    if obs == "pixels":
+    if isinstance(obs, str) and obs == "pixels":
         return ObsSpec(("pixels",), pixels="full", frame_stack=frame_stack)
     if not isinstance(obs, dict):
         raise ValueError(f"obs must be 'vec', 'pixels' or a dict spec, got {obs!r}")
@@ -132,6 +169,11 @@ class ObsAssembler:
         # The block never moves (cpu: the backend's buffer; others: a host copy), so the views
         # are made once.
         self.views = {k: native.output(SECTION[k]) for k in spec.keys}
+        # Luminance: the shades mapped through LUMINANCE into a buffer of our own each time.
+        self.mapped = {}
+        if spec.luminance:
+            v = self.views["pixels"]
+            self.mapped["pixels"] = np.empty(v.shape, dtype=np.uint8)
         self.stacks = {}
         if spec.frame_stack > 1:
             for k, v in self.views.items():
@@ -145,6 +187,8 @@ class ObsAssembler:
         (just reset) get every stack slot set to their current observation."""
         out = {}
         for k, v in self.views.items():
+            if k in self.mapped:
+                v = np.take(LUMINANCE, v, out=self.mapped[k])
             if self.spec.frame_stack > 1:
                 s = self.stacks[k]
                 if stepped:

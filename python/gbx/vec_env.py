@@ -48,25 +48,33 @@ class VecEnv(gym.vector.VectorEnv):
     - ``release_after_frames``: a step's buttons are pressed for its first N frames, then
       released (N >= ``frames_per_step``: held for the whole step).
     - ``actions``: action codec, see :mod:`gbx.actions` (pokemon8, buttons8, multibinary).
-    - ``obs``: ``"vec"`` (obs_v0: 32 float32 in [0, 1], design section 2), ``"pixels"`` or
-      a dict spec ``{"pixels": "full"|"half"|"packed", "ram": [addr, ...], "vec": True}``,
+    - ``obs``: ``"pixels"`` (default: the screen, uint8[144, 160]), ``"vec"`` (obs_v0:
+      registers and mixes of C000-C00F, 32 float32 in [0, 1], a stage test, design section 2)
+      or a dict spec ``{"pixels": "full"|"half"|"packed", "ram": [addr, ...], "vec": True}``,
       see :mod:`gbx.observations`. ``frame_stack=k`` stacks the last k observations.
+    - ``pixel_values``: ``"shades"`` (default: 0 white .. 3 black, what the kernel writes) or
+      ``"luminance"`` (PyBoy's greys: 255 white, 153, 85, 0 black; full and half only).
     - ``reward`` / ``done`` / ``track``: C++ expressions compiled into the kernel, see
-      :mod:`gbx.expressions`. Without ``reward`` the stage's reward_v0 is returned; without
-      ``done`` episodes end only by ``max_episode_frames``.
+      :mod:`gbx.expressions`. Without ``reward`` the reward is 0; ``reward="v0"`` is the
+      stage's reward_v0 (a register/RAM mix for stage tests). Without ``done`` episodes end
+      only by ``max_episode_frames``.
     - ``max_episode_frames``: an episode is truncated once it has run this many frames.
     - ``noop_max``: after every reset an env runs a random number of no-op frames in
       [0, noop_max], drawn from ``seed`` (the machine is deterministic; this is what makes
-      the seed matter).
+      the seed matter). Every backend; all envs' no-op frames run in one backend call.
+    - ``reset_states``: a pool of save states (bytes); every reset (``reset()`` and
+      autoreset) puts each reset env into one of them, drawn from its random stream (the
+      seed), as ``set_reset_state(pool, pool=True)``.
     - ``sticky_actions``: probability that an env repeats its previous action for a step
       instead of taking the new one (ALE's repeat_action_probability, per step).
     - ``env_offset``: this env's envs are envs ``env_offset ..`` of a larger vector env
       (a shard of :mod:`gbx.distributed`): each env's random draws (no-op frames, sticky
       actions) come from its own stream keyed by ``seed`` and its global index
       (:mod:`gbx.env_streams`), so a shard's envs behave as those envs of the unsharded one.
-    - ``copy``: False (default) returns observations and rewards as views of the backend's
-      own buffers (cpu device; a host copy of the device's block otherwise), overwritten by
-      the next ``step``/``reset``/``load_state``; True returns fresh arrays.
+    - ``copy``: True (default) returns fresh arrays from every ``step``/``reset``; False
+      returns observations and rewards as views of the backend's own buffers (cpu device; a
+      host copy of the device's block otherwise), overwritten by the next
+      ``step``/``reset``/``load_state`` (README "Python": what that saves).
     - ``render_mode``: ``"rgb_array"`` makes the kernel draw the screen every frame, so
       ``render()`` returns env 0's screen (uint8[144, 160, 3]).
     - ``tiered_start`` (cuda): when the optimized kernel is not in the cache yet, start on
@@ -97,7 +105,7 @@ class VecEnv(gym.vector.VectorEnv):
         frames_per_step: int = 24,
         release_after_frames: int = 8,
         actions: str = "pokemon8",
-        obs: Any = "vec",
+        obs: Any = "pixels",
         reward: str | None = None,
         done: str | None = None,
         track: Sequence[str] = (),
@@ -106,12 +114,14 @@ class VecEnv(gym.vector.VectorEnv):
         noop_max: int = 0,
         sticky_actions: float = 0.0,
         threads: int = 0,
-        copy: bool = False,
+        copy: bool = True,
         env_offset: int = 0,
         render_mode: str | None = None,
         frame_stack: int = 1,
         tiered_start: bool = False,
         specialize: str = "off",
+        pixel_values: str = "shades",
+        reset_states: Sequence[bytes] | None = None,
     ):
         if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool):
             raise ValueError(f"num_envs must be an int, got {type(num_envs).__name__}")
@@ -129,15 +139,26 @@ class VecEnv(gym.vector.VectorEnv):
             raise ValueError(f"max_episode_frames must be >= 1 or None (got {max_episode_frames})")
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array' (got {render_mode!r})")
+        if (isinstance(env_offset, bool) or not isinstance(env_offset, (int, np.integer))
+                or env_offset < 0):
+            raise ValueError(f"env_offset must be an int >= 0 (got {env_offset!r})")
         track = list(track)
         if len(track) > _native.USER_TRACK_MAX:
             raise ValueError(f"at most {_native.USER_TRACK_MAX} tracked values (got {len(track)})")
         for name, expr in (("reward", reward), ("done", done)):
             if expr is not None and (not isinstance(expr, str) or not expr.strip()):
                 raise ValueError(f"{name} must be a non-empty C++ expression string or None")
+        # No reward: 0 (the kernel's reward_v0 is a stage test, not a reward; only "v0" asks
+        # for it). The expression "v0" is not valid C++ over the machine, so the name is free.
+        self._reward_kind = "zero" if reward is None else "v0" if reward == "v0" else "expr"
         self._codec = get_codec(actions)
-        self._obs_spec = parse_obs(obs, frame_stack)
+        self._obs_spec = parse_obs(obs, frame_stack, pixel_values)
         backend, index = _parse_device(device)
+        if backend == "mgba" and self._obs_spec.pixels:
+            raise ValueError(
+                "device='mgba' has no pixels output (the default obs): pass obs='vec' or a "
+                "'ram' spec"
+            )
         rom_spec, rom_bytes = (rom, b"") if isinstance(rom, str) else ("bytes", bytes(rom))
         self._native = _native.Backend(
             rom_spec,
@@ -148,7 +169,7 @@ class VecEnv(gym.vector.VectorEnv):
             release_after_frames=int(release_after_frames),
             threads=int(threads),
             device_index=index,
-            reward=reward or "",
+            reward=reward if self._reward_kind == "expr" else "",
             done=done or "",
             track=track,
             obs=self._obs_spec.kernel_obs,
@@ -179,8 +200,6 @@ class VecEnv(gym.vector.VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
 
         n = self.num_envs
-        if not isinstance(env_offset, (int, np.integer)) or env_offset < 0:
-            raise ValueError(f"env_offset must be an int >= 0 (got {env_offset!r})")
         self.env_offset = int(env_offset)
         self._streams = EnvStreams(seed, n, self.env_offset)
         self._seed = seed
@@ -190,22 +209,24 @@ class VecEnv(gym.vector.VectorEnv):
         self._ep_steps = np.zeros(n, dtype=np.int64)
         self._ep_frames = np.zeros(n, dtype=np.int64)
         self._zero_actions = np.zeros(n, dtype=np.int32)
+        self._zero_reward = np.zeros(n, dtype=np.float32)
         self._reset_called = False
+        self._pool: list[bytes] | None = None  # reset_states
+        self._pool_index: np.ndarray | None = None  # the pool entry each env's image holds
+        if reset_states is not None:
+            self.set_reset_state(reset_states, pool=True)
 
     # -- Gymnasium API -------------------------------------------------------------------
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        """Resets every env, or only those in ``options["reset_mask"]`` (bool[num_envs])."""
-        if seed is not None:
-            if isinstance(seed, (list, tuple, np.ndarray)):
-                raise ValueError("seed must be one int for the whole vector env")
-            self._streams = EnvStreams(seed, self.num_envs, self.env_offset)
-            self._seed = seed
+    def reset(self, *, seed: int | list | None = None, options: dict | None = None):
+        """Resets every env, or only those in ``options["reset_mask"]`` (bool[num_envs]).
+
+        ``seed``: one int for the vector env (env i's random stream is keyed by the seed and
+        its global index, :mod:`gbx.env_streams`) or a list of ``num_envs`` ints (or None:
+        that env keeps its stream), one per env, each keying its env's stream alone."""
+        native = self._live()
         mask = None if not options else options.get("reset_mask")
-        if mask is None:
-            self._native.reset(0)
-            mask = np.ones(self.num_envs, dtype=bool)
-        else:
+        if mask is not None:
             mask = np.array(mask, copy=True)
             if mask.shape != (self.num_envs,) or mask.dtype != np.bool_:
                 raise ValueError(
@@ -214,14 +235,24 @@ class VecEnv(gym.vector.VectorEnv):
                 )
             if not self._reset_called and not mask.all():
                 raise ValueError("the first reset must reset every env (no reset_mask)")
-            self._reset_masked(mask)
-        self._run_noops(mask)
+        self._apply_seed(seed)
+        self._draw_reset_states(mask)
+        if mask is None:
+            native.reset(0)  # the outputs refreshed and gathered
+            mask = np.ones(self.num_envs, dtype=bool)
+            stale = False
+        else:
+            native.reset_envs(mask.astype(np.uint8), gather=False)
+            stale = True
+        if self._run_noops(mask) or stale:
+            native.gather_outputs()
         self._reset_called = True
         self._clear_episode(mask)
         self._needs_reset[mask] = False
         return self._obs.observe(fresh=mask, stepped=False), {}
 
     def step(self, actions):
+        native = self._live()
         if not self._reset_called:
             raise RuntimeError("call reset() before step()")
         buttons = encode(self._codec, actions, self.num_envs)
@@ -229,24 +260,30 @@ class VecEnv(gym.vector.VectorEnv):
             stick = self._streams.uniform("sticky") < self.sticky_actions
             buttons = np.where(stick, self._prev_buttons, buttons).astype(np.int32)
         self._prev_buttons = buttons
-        self._native.step(buttons)
-
-        reward = self._native.reward
         resetting = self._needs_reset
+        any_reset = bool(resetting.any())
+        # With autoresets the host block is copied once, after them: they touch only the
+        # resetting envs, whose reward and flags this step are 0 and False anyway.
+        native.step(buttons, gather=not any_reset)
+        if any_reset:
+            # NEXT_STEP autoreset: these envs ended last step; this step starts their next
+            # episode (the step just run on them is discarded by the reset).
+            self._draw_reset_states(resetting)
+            native.reset_envs(resetting.astype(np.uint8), gather=False)
+            self._run_noops(resetting)
+            native.gather_outputs()
+
+        reward = self._reward_view()
         terminated = np.zeros(self.num_envs, dtype=bool)
         truncated = np.zeros(self.num_envs, dtype=bool)
         if self._has_done:
-            terminated |= self._native.done.view(np.bool_)
+            terminated |= native.done.view(np.bool_)
         self._ep_steps += 1
         self._ep_frames += self.frames_per_step
         if self.max_episode_frames is not None:
             truncated |= self._ep_frames >= self.max_episode_frames
         info: dict[str, Any] = {}
-        if resetting.any():
-            # NEXT_STEP autoreset: these envs ended last step; this step starts their next
-            # episode (the step just run on them is discarded by the reset).
-            self._reset_masked(resetting)
-            self._run_noops(resetting)
+        if any_reset:
             reward[resetting] = 0.0
             terminated[resetting] = False
             truncated[resetting] = False
@@ -265,6 +302,12 @@ class VecEnv(gym.vector.VectorEnv):
         if self.copy:
             reward = reward.copy()
         return obs, reward, terminated, truncated, info
+
+    def _reward_view(self) -> np.ndarray:
+        if self._reward_kind == "zero":
+            self._zero_reward.fill(0.0)  # a caller may have written into the last one
+            return self._zero_reward
+        return self._live().reward
 
     def render(self):
         """Env 0's screen (its last complete frame) as RGB uint8[144, 160, 3], the four DMG
@@ -321,10 +364,56 @@ class VecEnv(gym.vector.VectorEnv):
         self._needs_reset[i] = False
         self._obs.observe(fresh=mask, stepped=False)
 
-    def set_reset_state(self, blobs) -> None:
+    def copy_state(self, src: int, dst_mask) -> None:
+        """Env ``src``'s whole machine state into every env where ``dst_mask`` (bool[num_envs])
+        is set, on the backend itself (cpu: memory copies; cuda: one copy kernel on the
+        device, no host copy): go-explore and "swarm" restarts. ``src`` itself is never
+        overwritten. Each destination starts a new episode as after :meth:`load_state`; its
+        outputs and frame stack are refreshed. cpu and cuda devices."""
+        native = self._live()
+        src = self._index(src)
+        mask = np.asarray(dst_mask)
+        if mask.shape != (self.num_envs,) or mask.dtype != np.bool_:
+            raise ValueError(
+                f"copy_state: dst_mask must be a bool array of shape ({self.num_envs},), "
+                f"got {mask.dtype} {mask.shape}"
+            )
+        mask = mask.copy()
+        mask[src] = False
+        native.copy_state(src, mask.astype(np.uint8))
+        self._clear_episode(mask)
+        self._needs_reset[mask] = False
+        self._obs.observe(fresh=mask, stepped=False)
+
+    def set_reset_state(self, blobs, pool: bool = False) -> None:
         """What resets (``reset()`` and autoreset) return envs to from now on: ``None`` = the
         power-on state, one blob = every env, a list of ``num_envs`` blobs = one each. Every
-        blob is checked before any is kept. Nothing is reset now."""
+        blob is checked before any is kept. Nothing is reset now.
+
+        ``pool=True``: ``blobs`` (one or more) is a pool; each reset puts every reset env into
+        one of them drawn from that env's random stream (so from the seed; reproducible and
+        the same in a shard). The backend holds one reset image per env: when a draw changes
+        an env's entry, every env's image is set again (one decode each; on cuda one upload
+        of all of them), a host cost per reset that a device-side pool would not have."""
+        native = self._live()
+        if pool:
+            if isinstance(blobs, (bytes, bytearray, memoryview)):
+                blobs = [blobs]
+            pool_blobs = [_as_blob(b) for b in (blobs or [])]
+            if not pool_blobs:
+                raise ValueError("set_reset_state(pool=True) needs at least one state")
+            # Checked by the backend, num_envs at a time (every blob decoded before any is
+            # kept; a pool larger than num_envs in several such groups).
+            n, k = self.num_envs, len(pool_blobs)
+            for first in range(0, k, n):
+                group = [pool_blobs[(first + i) % k] for i in range(n)]
+                try:
+                    native.set_reset_state(group if n > 1 else group[:1])
+                except ValueError as e:
+                    raise ValueError(f"reset state pool ({k} states): {e}") from None
+            self._pool, self._pool_index = pool_blobs, None
+            return
+        self._pool = self._pool_index = None
         if blobs is None:
             blobs = []
         elif isinstance(blobs, (bytes, bytearray, memoryview)):
@@ -335,7 +424,23 @@ class VecEnv(gym.vector.VectorEnv):
                 raise ValueError(
                     f"set_reset_state takes one blob or {self.num_envs} (one per env), got {len(blobs)}"
                 )
-        self._live().set_reset_state([_as_blob(b) for b in blobs])
+        native.set_reset_state([_as_blob(b) for b in blobs])
+
+    def _draw_reset_states(self, mask: np.ndarray | None) -> None:
+        """reset_states: each env in ``mask`` (None: all) draws its pool entry for this reset;
+        the backend's per-env reset images are set again when a draw changed one."""
+        if self._pool is None:
+            return
+        if mask is None:
+            mask = np.ones(self.num_envs, dtype=bool)
+        drawn = self._streams.integers("pool", len(self._pool) - 1, mask)
+        index = np.zeros(self.num_envs, dtype=np.int64) if self._pool_index is None \
+            else self._pool_index.copy()
+        index[mask] = drawn[mask]
+        if self._pool_index is not None and np.array_equal(index, self._pool_index):
+            return
+        self._live().set_reset_state([self._pool[k] for k in index])
+        self._pool_index = index
 
     def device_arrays(self):
         """cuda: this step's outputs on the GPU as ``gbx.cuda_arrays.CudaArray`` by section
@@ -343,32 +448,54 @@ class VecEnv(gym.vector.VectorEnv):
         overwritten by the next step)."""
         from .cuda_arrays import device_arrays
 
-        return device_arrays(self._native)
+        return device_arrays(self._live())
 
     def registers(self) -> dict:
         """Registers and counters of every env, one array each (cuda: one bulk copy)."""
-        return self._native.registers()
+        return self._live().registers()
 
     def cpu_state(self, env: int) -> dict:
         """Registers and counters of one env."""
-        return self._native.cpu_state(env)
+        return self._live().cpu_state(self._index(env))
 
     @property
     def kernel_key(self) -> str:
         """The stage hash (cache key) of the kernel this env runs."""
-        return self._native.kernel_key
+        return self._live().kernel_key
 
     @property
     def backend(self):
         """The native backend (gbx._native.Backend)."""
-        return self._native
+        return self._live()
 
     # -- internals -----------------------------------------------------------------------
 
     def _live(self):
-        if self._native is None:
-            raise RuntimeError("this VecEnv is closed")
+        if getattr(self, "_native", None) is None:
+            raise RuntimeError("this VecEnv is closed (close() was called); make a new one")
         return self._native
+
+    def _apply_seed(self, seed) -> None:
+        if seed is None:
+            return
+        if isinstance(seed, (list, tuple, np.ndarray)):
+            seeds = list(seed)
+            if len(seeds) != self.num_envs:
+                raise ValueError(
+                    f"reset(seed=[...]) needs one seed per env ({self.num_envs}), got {len(seeds)}"
+                )
+            for s in seeds:
+                if s is not None and (isinstance(s, bool) or not isinstance(s, (int, np.integer))):
+                    raise ValueError(
+                        f"reset(seed=[...]): each seed must be an int or None, got {s!r}")
+            self._streams.reseed(seeds)
+            self._seed = seeds
+            return
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise ValueError(
+                f"seed must be an int, a list of ints (one per env) or None, got {seed!r}")
+        self._streams = EnvStreams(seed, self.num_envs, self.env_offset)
+        self._seed = seed
 
     def _index(self, i) -> int:
         if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
@@ -377,16 +504,18 @@ class VecEnv(gym.vector.VectorEnv):
             raise IndexError(f"env {i} out of range (0..{self.num_envs - 1})")
         return int(i)
 
-    def _reset_masked(self, mask: np.ndarray) -> None:
-        self._native.reset_envs(np.ascontiguousarray(mask, dtype=np.uint8))
-
-    def _run_noops(self, mask: np.ndarray) -> None:
+    def _run_noops(self, mask: np.ndarray) -> bool:
+        """The masked envs' no-op frames (drawn per env), all in one backend call; an env that
+        drew 0 is not touched. The host block is not updated (the caller gathers); True when
+        frames ran."""
         if self.noop_max == 0 or not mask.any():
-            return
+            return False
         frames = self._streams.integers("noop", self.noop_max, mask)
-        for k in range(int(frames.max())):
-            sub = (frames > k).astype(np.uint8)
-            self._native.step_envs(self._zero_actions, 1, sub)
+        if frames.max() == 0:
+            return False
+        run = np.where(frames > 0, frames, -1).astype(np.int32)
+        self._native.step_frames(self._zero_actions, run, gather=False)
+        return True
 
     def _clear_episode(self, mask: np.ndarray) -> None:
         self._ep_return[mask] = 0.0

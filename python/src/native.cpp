@@ -76,6 +76,7 @@ using F32x1 = nb::ndarray<nb::numpy, float, nb::ndim<1>, nb::c_contig>;
 using U8x1 = nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>, nb::c_contig>;
 using ActionsIn = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using MaskIn = nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using FramesIn = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
 class Native {
  public:
@@ -133,15 +134,16 @@ class Native {
     {
       nb::gil_scoped_release release;
       check_nogil(backend_->reset(seed));
-      if (cpu_) check_nogil(refresh(std::vector<uint8_t>((size_t)n_, 1)));
+      if (pending_) check_nogil(refresh(std::vector<uint8_t>((size_t)n_, 1)));
     }
     raise_pending();
     gather();
   }
 
   // The masked envs to their reset state (power-on), the others untouched: the backend's own
-  // reset(mask); the cpu backend then refreshes their outputs from the new state.
-  void reset_envs(MaskIn mask) {
+  // reset(mask), then their outputs are refreshed from the new state (every backend: cpu and
+  // cuda give the same first observation).
+  void reset_envs(MaskIn mask, bool gather_now) {
     if ((int)mask.shape(0) != n_)
       throw nb::value_error(("reset mask has " + std::to_string(mask.shape(0)) + " entries for " +
                              std::to_string(n_) + " envs")
@@ -150,13 +152,15 @@ class Native {
     {
       nb::gil_scoped_release release;
       check_nogil(backend_->reset(m));
-      if (cpu_) check_nogil(refresh(m));
+      if (pending_) check_nogil(refresh(m));
     }
     raise_pending();
-    gather();
+    if (gather_now) gather();
   }
 
-  void step(ActionsIn actions) {
+  // gather_now false: the host block is left as it was (a later call, or gather_outputs(),
+  // brings it up to date): one copy of the block per VecEnv.step even with resets and no-ops.
+  void step(ActionsIn actions, bool gather_now) {
     if ((int)actions.shape(0) != n_)
       throw nb::value_error(("step: " + std::to_string(actions.shape(0)) + " actions for " +
                              std::to_string(n_) + " envs")
@@ -168,23 +172,27 @@ class Native {
       if (pending_) check_nogil(backend_->sync());
     }
     raise_pending();
-    gather();
+    if (gather_now) gather();
   }
 
-  // `frames` frames (0: refresh outputs only) on the masked envs (cpu backend).
-  void step_envs(ActionsIn actions, int frames, MaskIn mask) {
-    if (!cpu_)
-      throw std::runtime_error("step_envs needs the cpu backend (not " + backend_->name() + ")");
-    if ((int)actions.shape(0) != n_ || (int)mask.shape(0) != n_)
-      throw nb::value_error("step_envs: actions and mask need one entry per env");
+  // Env i runs frames[i] frames with actions[i] (0: refresh its outputs only; < 0: not
+  // touched), all in one backend call (Backend::step_frames); the outputs are gathered.
+  void step_frames(ActionsIn actions, FramesIn frames, bool gather_now) {
+    if ((int)actions.shape(0) != n_ || (int)frames.shape(0) != n_)
+      throw nb::value_error("step_frames: actions and frames need one entry per env");
     actions_.assign(actions.data(), actions.data() + n_);
-    std::vector<uint8_t> m(mask.data(), mask.data() + n_);
+    std::vector<int32_t> f(frames.data(), frames.data() + n_);
     {
       nb::gil_scoped_release release;
-      check_nogil(cpu_->step_envs(actions_, frames, m));
+      check_nogil(backend_->step_frames(actions_, f));
+      if (pending_) check_nogil(backend_->sync());
     }
     raise_pending();
+    if (gather_now) gather();
   }
+
+  // The host block brought up to date (non-cpu backends; the cpu block is the backend's own).
+  void gather_outputs() { gather(); }
 
   F32x2 obs() {
     return F32x2(section_data<float>("obs_v0"), {(size_t)n_, (size_t)kObsDim}, nb::find(this));
@@ -256,7 +264,12 @@ class Native {
     raise(e);
   }
 
-  gbx::Status refresh(const std::vector<uint8_t>& mask) { return cpu_->step_envs({}, 0, mask); }
+  // The masked envs' outputs from their current state: the stage epilog alone (0 frames).
+  gbx::Status refresh(const std::vector<uint8_t>& mask) {
+    std::vector<int32_t> frames(mask.size());
+    for (size_t i = 0; i < mask.size(); ++i) frames[i] = mask[i] ? 0 : -1;
+    return backend_->step_frames({}, frames);
+  }
 
   // Non-cpu backends' outputs into the host block: one bulk copy where the backend has an
   // output block (cuda), else env by env (mgba, the checking backend).
@@ -333,16 +346,34 @@ class Native {
     for (int e = 0; e < n_; ++e) out.append(save_state(e));
     return out;
   }
-  // Loads the blob into env and refreshes env's outputs from it (cpu), so the next
+  // Loads the blob into env and refreshes env's outputs from it (every backend), so the next
   // observation read describes the loaded state.
   void load_state(int env, nb::bytes blob) {
     check_index(env);
     check(backend_->load_state(env, to_vector(blob)));
-    if (cpu_) {
-      std::vector<uint8_t> m((size_t)n_, 0);
-      m[env] = 1;
-      check(refresh(m));
+    std::vector<uint8_t> m((size_t)n_, 0);
+    m[env] = 1;
+    check(refresh(m));
+    check(backend_->sync());
+    gather();
+  }
+  // Env src's state into the masked envs on the backend (cuda: no host copy), then their
+  // outputs refreshed from it.
+  void copy_state(int src, MaskIn mask) {
+    check_index(src);
+    if ((int)mask.shape(0) != n_)
+      throw nb::value_error(("copy_state: mask has " + std::to_string(mask.shape(0)) +
+                             " entries for " + std::to_string(n_) + " envs")
+                                .c_str());
+    std::vector<uint8_t> m(mask.data(), mask.data() + n_);
+    m[src] = 0;
+    {
+      nb::gil_scoped_release release;
+      check_nogil(backend_->copy_state(src, m));
+      if (pending_) check_nogil(refresh(m));
+      if (pending_) check_nogil(backend_->sync());
     }
+    raise_pending();
     gather();
   }
   void set_reset_state(const std::vector<nb::bytes>& blobs) {
@@ -619,9 +650,10 @@ NB_MODULE(_native, m) {
            "gather"_a = std::vector<int>(), "render"_a = false, "tiered_start"_a = false,
            "specialize"_a = "off")
       .def("reset", &Native::reset, "seed"_a = 0)
-      .def("reset_envs", &Native::reset_envs, "mask"_a)
-      .def("step", &Native::step, "actions"_a)
-      .def("step_envs", &Native::step_envs, "actions"_a, "frames"_a, "mask"_a)
+      .def("reset_envs", &Native::reset_envs, "mask"_a, "gather"_a = true)
+      .def("step", &Native::step, "actions"_a, "gather"_a = true)
+      .def("step_frames", &Native::step_frames, "actions"_a, "frames"_a, "gather"_a = true)
+      .def("gather_outputs", &Native::gather_outputs)
       .def_prop_ro("obs", &Native::obs)
       .def_prop_ro("reward", &Native::reward)
       .def_prop_ro("done", &Native::done)
@@ -647,6 +679,7 @@ NB_MODULE(_native, m) {
       .def("save_states", &Native::save_states)
       .def("load_state", &Native::load_state, "env"_a, "blob"_a)
       .def("set_reset_state", &Native::set_reset_state, "blobs"_a)
+      .def("copy_state", &Native::copy_state, "src"_a, "mask"_a)
       .def("read_memory_all", &Native::read_memory_all, "lo"_a, "hi"_a)
       // fcuda2: the cuda backend's device arrays and bulk registers
       .def("cuda_outputs", &Native::cuda_outputs)

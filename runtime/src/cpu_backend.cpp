@@ -136,6 +136,20 @@ Status CpuBackend::load_state(int env, const std::vector<uint8_t>& blob) {
   return ok_status();
 }
 
+Status CpuBackend::copy_state(int src, const std::vector<uint8_t>& dst_mask) {
+  if (auto st = check_env(src); !st) return st;
+  const int n = state_.num_envs();
+  if ((int)dst_mask.size() != n)
+    return make_error(ErrorKind::Usage, "copy_state: mask of " + std::to_string(dst_mask.size()) +
+                                            " for " + std::to_string(n) + " envs");
+  for (int i = 0; i < n; ++i) {
+    if (!dst_mask[i] || i == src) continue;
+    state_.copy_env(i, state_, src);
+    clear_outputs(i);
+  }
+  return ok_status();
+}
+
 CpuBackend::~CpuBackend() {
   // A compile still running finishes on its thread before the backend goes (it owns nothing
   // of ours, but the JIT session outlives it only this way).
@@ -207,16 +221,25 @@ Status CpuBackend::step_envs(const std::vector<int32_t>& actions, int frames,
     return make_error(ErrorKind::Usage, "step_envs: mask of " + std::to_string(mask.size()) +
                                             " for " + std::to_string(state_.num_envs()) + " envs");
   if (frames < 0) return make_error(ErrorKind::Usage, "step_envs: frames must be >= 0");
-  return run(actions, frames, mask.data());
+  std::vector<int32_t> env_frames(mask.size());
+  for (size_t i = 0; i < mask.size(); ++i) env_frames[i] = mask[i] ? frames : -1;
+  return step_frames(actions, env_frames);
 }
 
-Status CpuBackend::run(const std::vector<int32_t>& actions, int frames, const uint8_t* mask) {
+Status CpuBackend::step_frames(const std::vector<int32_t>& actions,
+                               const std::vector<int32_t>& frames) {
+  if (Status st = check_step_frames(state_.num_envs(), actions, frames); !st) return st;
+  return run(actions, 0, frames.data());
+}
+
+Status CpuBackend::run(const std::vector<int32_t>& actions, int frames, const int32_t* env_frames) {
   const int n = state_.num_envs();
   if (!actions.empty() && (int)actions.size() != n)
     return make_error(ErrorKind::Usage, "step: " + std::to_string(actions.size()) +
                                             " actions for " + std::to_string(n) + " envs");
   GbxParams p = state_.kernel_params();
   p.frames = frames;
+  p.env_frames = env_frames;
   p.instr_budget = cfg_.instructions_per_step;
   p.actions = actions.empty() ? nullptr : actions.data();
   if (cfg_.release_after_frames >= 0) {
@@ -235,20 +258,8 @@ Status CpuBackend::run(const std::vector<int32_t>& actions, int frames, const ui
   p.spec_retired = spec_retired_.data();
   const CpuStepFn fn = kernel_.step;
   // The pool hands out env ranges (each thread keeps the same envs from step to step, the
-  // tail is shared by stealing); a mask splits a range into its runs of masked envs.
-  pool_->run(n, [&](int64_t b, int64_t e) {
-    if (!mask) return fn(&p, (int)b, (int)e);
-    for (int i = (int)b; i < (int)e;) {
-      if (!mask[i]) {
-        ++i;
-        continue;
-      }
-      int end = i;
-      while (end < (int)e && mask[end]) ++end;
-      fn(&p, i, end);
-      i = end;
-    }
-  });
+  // tail is shared by stealing); the kernel itself skips envs whose env_frames is < 0.
+  pool_->run(n, [&](int64_t b, int64_t e) { fn(&p, (int)b, (int)e); });
   return ok_status();
 }
 

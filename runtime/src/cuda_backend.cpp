@@ -215,7 +215,9 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
               "the RAM gather addresses"},
         Alloc{&b->release_buf_, cfg.release_after_frames >= 0 ? n * sizeof(int32_t) : 0,
               "the button release schedule"},
-        Alloc{&b->mask_buf_, n, "the reset mask"}, Alloc{&b->read_buf_, 0x10000, "memory reads"},
+        Alloc{&b->mask_buf_, n, "the reset mask"},
+        Alloc{&b->frames_buf_, n * sizeof(int32_t), "per-env frame counts"},
+        Alloc{&b->read_buf_, 0x10000, "memory reads"},
         Alloc{&b->spec_retired_buf_, n * sizeof(long long), "the specialized-block counters"},
         Alloc{&b->stage_soa_buf_, make_layout(1, cfg.memory_model, rom.header.ram_size).soa_bytes,
               "the one-env staging block"},
@@ -580,26 +582,74 @@ Status CudaBackend::load_state(int env, const std::vector<uint8_t>& blob) {
   return launch_copy(p, regions);
 }
 
+Status CudaBackend::copy_state(int src, const std::vector<uint8_t>& dst_mask) {
+  if (Status st = check_env(src); !st) return st;
+  const int n = layout_.num_envs;
+  if ((int)dst_mask.size() != n)
+    return make_error(ErrorKind::Usage, "copy_state: mask of " + std::to_string(dst_mask.size()) +
+                                            " for " + std::to_string(n) + " envs");
+  if (Status st = ctx_->make_current(); !st) return st;
+  // Env src is read while the others are written: it is never a destination itself.
+  std::vector<uint8_t> mask(dst_mask);
+  mask[src] = 0;
+  if (Status st = mask_buf_.upload(mask.data(), mask.size(), 0, stream_.get()); !st) return st;
+  // Every state array's slot of env src, as a one-slot source every masked env copies.
+  GbxState one{};
+#define GBX_FIELD_AT(name, size) \
+  one.name = reinterpret_cast<decltype(one.name)>(dev_addr(soa_.name) + (uint64_t)src * (size));
+  GBX_STATE_FIELDS(GBX_FIELD_AT)
+#undef GBX_FIELD_AT
+  std::vector<EnvCopyRegion> regions;
+  state_regions(soa_, one, true, regions);
+  const bool interleaved = layout_.mem_layout == MemLayout::Interleaved;
+  const uint64_t src_mem = mem_buf_.ptr() + (uint64_t)src * (interleaved ? 1 : layout_.mem_stride);
+  const uint64_t pitch = interleaved ? layout_.mem_pitch : 0;
+  regions.push_back(EnvCopyRegion{mem_buf_.ptr(), src_mem, layout_.mem_stride,
+                                  interleaved ? 1 : layout_.mem_stride, 0, pitch, pitch});
+  output_zero_regions(regions);
+  EnvCopyParams p;
+  p.mask = mask_buf_.ptr();
+  p.envs = (uint64_t)n;
+  return launch_copy(p, regions);
+}
+
 Status CudaBackend::step(const std::vector<int32_t>& actions) {
   const int n = layout_.num_envs;
   if (!actions.empty() && (int)actions.size() != n)
     return make_error(ErrorKind::Usage, "step: " + std::to_string(actions.size()) +
                                             " actions for " + std::to_string(n) + " envs");
+  Status st = launch_step(actions, nullptr);
+  if (st) ++steps_;
+  if (st && (cfg_.specialize_auto_frames > 0 || tier_compile_.valid())) tier_after_step();
+  return st;
+}
+
+Status CudaBackend::step_frames(const std::vector<int32_t>& actions,
+                                const std::vector<int32_t>& frames) {
+  if (Status st = check_step_frames(layout_.num_envs, actions, frames); !st) return st;
+  return launch_step(actions, &frames);
+}
+
+Status CudaBackend::launch_step(const std::vector<int32_t>& actions,
+                                const std::vector<int32_t>* frames) {
+  const int n = layout_.num_envs;
   if (Status st = ctx_->make_current(); !st) return st;
+  // Copies from pageable memory are staged before the call returns, so the caller may reuse
+  // its vectors at once; the launch below is ordered after them on the same stream.
   const int* dev_actions = nullptr;
   if (!actions.empty()) {
-    // A copy from pageable memory is staged before the call returns, so the caller may reuse
-    // `actions` at once; the launch below is ordered after it on the same stream.
     if (Status st = actions_buf_.upload(actions.data(), n * sizeof(int32_t), 0, stream_.get()); !st)
       return st;
     dev_actions = actions_buf_.as<const int>();
   }
   GbxParams p = params(dev_actions, n);
+  if (frames) {
+    if (Status st = frames_buf_.upload(frames->data(), n * sizeof(int32_t), 0, stream_.get()); !st)
+      return st;
+    p.env_frames = frames_buf_.as<const int>();
+  }
   void* args[] = {&p};  // cuLaunchKernel copies the parameter block at the call
-  Status st = launch_kernel(ctx_->driver(), loaded_->function, shape_, args, stream_.get());
-  if (st) ++steps_;
-  if (st && (cfg_.specialize_auto_frames > 0 || tier_compile_.valid())) tier_after_step();
-  return st;
+  return launch_kernel(ctx_->driver(), loaded_->function, shape_, args, stream_.get());
 }
 
 Status CudaBackend::sync() {

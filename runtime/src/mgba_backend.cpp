@@ -726,9 +726,22 @@ Status MgbaBackend::step(const std::vector<int32_t>& actions) {
   if (!actions.empty() && static_cast<int>(actions.size()) != n)
     return make_error(ErrorKind::Usage, "step got " + std::to_string(actions.size()) +
                                             " actions for " + std::to_string(n) + " envs");
-  const int frames = impl_->cfg.frames_per_step;
+  return run_frames(actions, nullptr);
+}
+
+Status MgbaBackend::step_frames(const std::vector<int32_t>& actions,
+                                const std::vector<int32_t>& frames) {
+  if (Status st = check_step_frames(num_envs(), actions, frames); !st) return st;
+  return run_frames(actions, &frames);
+}
+
+Status MgbaBackend::run_frames(const std::vector<int32_t>& actions,
+                               const std::vector<int32_t>* env_frames) {
+  const int n = num_envs();
   const bool epilog = impl_->cfg.stage != Stage::EmulateOnly;
   auto step_env = [&](int i) {
+    const int frames = env_frames ? (*env_frames)[i] : impl_->cfg.frames_per_step;
+    if (frames < 0) return;  // step_frames: this env is not touched
     MgbaEnv& e = *impl_->envs[i];
     const int32_t action = actions.empty() ? 0 : actions[i];
     const int release = impl_->cfg.release_after_frames;

@@ -4,9 +4,10 @@
 #ifndef GBX_ABI_H
 #define GBX_ABI_H
 
-#define GBX_ABI_VERSION 7
-// Save states of every ABI from this one up read as this one: v7 only added GbxParams::
-// spec_retired, a launch parameter, and left the state fields as v6 had them.
+#define GBX_ABI_VERSION 8
+// Save states of every ABI from this one up read as this one: v7 added GbxParams::spec_retired
+// and v8 put env_frames in the reserved joyp_select slot, both launch parameters; the state
+// fields are as v6 had them.
 #define GBX_ABI_STATE_COMPAT_MIN 6
 
 // Per-env writable memory (memory model dmg): only the regions a cartridge cannot supply.
@@ -119,7 +120,11 @@ typedef struct GbxParams {
   int frames;                 // run mode frames: frames per step
   long long instr_budget;     // run mode instructions: instructions per step
   const int* actions;         // reserved: one int32 per env
-  const int* joyp_select;     // reserved
+  // One int32 per env, or null (every env runs `frames`): env i runs env_frames[i] frames
+  // (0: only the stage epilog, which refreshes its outputs from the current state; < 0: the
+  // env is not touched). Per-env no-op frames after resets and output refreshes run in one
+  // launch this way (python/gbx/vec_env.py).
+  const int* env_frames;
   const int* release_after_frames;  // one int32 per env: release after N frames (< 0: never)
   float* obs;                 // obs_dim floats per env
   float* reward;              // one float per env

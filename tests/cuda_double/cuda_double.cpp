@@ -29,6 +29,8 @@
 //   implicit sync, events, host syncs) is a race on a real GPU: the double prints what
 //   raced and aborts. Executing at the call is one valid CUDA schedule; the clocks check
 //   that it is the only one the program relies on.
+// - Transfers: gbx_cuda_double_copied_bytes(to_device) counts the bytes cuMemcpy* moved, so a
+//   test can prove an operation moves no state through the host.
 // - Failure injection: GBX_CUDA_DOUBLE_FAIL=KIND[:N] with KIND one of init (cuInit fails),
 //   nodevice (no devices), oom (cuMemAlloc), load (cuModuleLoadData*), launch (the kernel
 //   faults: the next synchronisation reports CUDA_ERROR_LAUNCH_FAILED, sticky as on a GPU).
@@ -37,6 +39,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstdarg>
 #include <cstdint>
@@ -954,10 +957,15 @@ CUresult d_cuMemFreeHost(void* p) {
   return CUDA_SUCCESS;
 }
 
+// Bytes copied host to device and device to host so far (gbx_cuda_double_copied_bytes): a
+// test proves with them that an operation moves no state through the host.
+std::atomic<uint64_t> g_copied_h2d{0}, g_copied_d2h{0};
+
 CUresult copy_h2d(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream, bool sync) {
   LOCK();
   NEED_CONTEXT();
   if (bytes == 0) return CUDA_SUCCESS;
+  g_copied_h2d += bytes;
   if (!src) return CUDA_ERROR_INVALID_VALUE;
   Allocation* a = device_range(dst, bytes, sync ? "cuMemcpyHtoD" : "cuMemcpyHtoDAsync");
   if (!a) return CUDA_ERROR_INVALID_VALUE;
@@ -985,6 +993,7 @@ CUresult copy_d2h(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, boo
   LOCK();
   NEED_CONTEXT();
   if (bytes == 0) return CUDA_SUCCESS;
+  g_copied_d2h += bytes;
   if (!dst) return CUDA_ERROR_INVALID_VALUE;
   Allocation* a = device_range(src, bytes, sync ? "cuMemcpyDtoH" : "cuMemcpyDtoHAsync");
   if (!a) return CUDA_ERROR_INVALID_VALUE;
@@ -1292,6 +1301,10 @@ EXPORT CUresult gbx_double_cuGetProcAddress(const char* symbol, void** pfn, int 
   return d_cuGetProcAddress(symbol, pfn, v, f, st);
 }
 EXPORT const char* gbx_cuda_double_device_name() { return kDeviceName; }
+// Bytes the cuMemcpy* calls moved so far: to_device 1 = host to device, 0 = device to host.
+EXPORT uint64_t gbx_cuda_double_copied_bytes(int to_device) {
+  return to_device ? g_copied_h2d.load() : g_copied_d2h.load();
+}
 // NVRTC dlopens libcuda.so.1 and asks it for private export tables (and crashes when the
 // symbol is missing). The double has none to give.
 EXPORT CUresult gbx_double_cuGetExportTable(const void** table,

@@ -7,7 +7,7 @@ from conftest import ROM
 
 @pytest.fixture(scope="module")
 def env(gbx):
-    e = gbx.VecEnv(ROM, num_envs=4, frames_per_step=1, release_after_frames=0)
+    e = gbx.VecEnv(ROM, num_envs=4, obs="vec", frames_per_step=1, release_after_frames=0)
     e.reset(seed=0)
     yield e
     e.close()
@@ -21,32 +21,32 @@ def one_line(excinfo):
 
 def test_unknown_action_codec(gbx):
     with pytest.raises(ValueError, match="unknown action codec 'qwerty'") as ei:
-        gbx.VecEnv(ROM, num_envs=1, actions="qwerty")
+        gbx.VecEnv(ROM, num_envs=1, obs="vec", actions="qwerty")
     one_line(ei)
 
 
 @pytest.mark.parametrize("n", [0, -3])
 def test_num_envs_below_one(gbx, n):
     with pytest.raises(ValueError, match="num_envs must be at least 1") as ei:
-        gbx.VecEnv(ROM, num_envs=n)
+        gbx.VecEnv(ROM, num_envs=n, obs="vec")
     one_line(ei)
 
 
 def test_unknown_rom(gbx, tmp_path):
     with pytest.raises(ValueError) as ei:
-        gbx.VecEnv(str(tmp_path / "missing.gb"), num_envs=1)
+        gbx.VecEnv(str(tmp_path / "missing.gb"), num_envs=1, obs="vec")
     one_line(ei)
     with pytest.raises(ValueError) as ei:
-        gbx.VecEnv("builtin:NOPE", num_envs=1)
+        gbx.VecEnv("builtin:NOPE", num_envs=1, obs="vec")
     one_line(ei)
     with pytest.raises(ValueError) as ei:
-        gbx.VecEnv(b"\x00" * 100, num_envs=1)
+        gbx.VecEnv(b"\x00" * 100, num_envs=1, obs="vec")
     one_line(ei)
 
 
 def test_unknown_device_and_obs(gbx):
     with pytest.raises(ValueError, match="unknown device"):
-        gbx.VecEnv(ROM, num_envs=1, device="tpu")
+        gbx.VecEnv(ROM, num_envs=1, obs="vec", device="tpu")
     with pytest.raises(ValueError, match="unknown observation"):
         gbx.VecEnv(ROM, num_envs=1, obs={"screen": "full"})
 
@@ -67,7 +67,7 @@ def test_bad_actions(env, actions, match):
 
 
 def test_bad_multibinary_actions(gbx):
-    e = gbx.VecEnv(ROM, num_envs=2, frames_per_step=1, release_after_frames=0, actions="multibinary")
+    e = gbx.VecEnv(ROM, num_envs=2, obs="vec", frames_per_step=1, release_after_frames=0, actions="multibinary")
     e.reset(seed=0)
     with pytest.raises(ValueError, match=r"shape \(2, 8\)"):
         e.step(np.zeros(2, dtype=np.int32))
@@ -85,7 +85,7 @@ def test_bad_reset_mask(env):
 
 
 def test_step_before_reset(gbx):
-    e = gbx.VecEnv(ROM, num_envs=1, frames_per_step=1, release_after_frames=0)
+    e = gbx.VecEnv(ROM, num_envs=1, obs="vec", frames_per_step=1, release_after_frames=0)
     with pytest.raises(RuntimeError, match="reset"):
         e.step(np.zeros(1, dtype=np.int32))
 
@@ -99,28 +99,77 @@ def test_native_checks_sizes_too(env):
 
 def test_cuda_without_a_device_is_one_clear_error(gbx):
     try:
-        e = gbx.VecEnv(ROM, num_envs=2, device="cuda:0", frames_per_step=1,
+        e = gbx.VecEnv(ROM, num_envs=2, obs="vec", device="cuda:0", frames_per_step=1,
                        release_after_frames=0)
     except gbx.NoDeviceError as ei:
         assert str(ei) and "\n" not in str(ei)
         return
-    # A machine with a GPU: the env runs and says it cannot take a done expression yet.
+    # A machine with a GPU: the env runs.
     obs, _ = e.reset(seed=0)
     assert obs.shape == (2, 32)
     e.close()
-    with pytest.raises(ValueError, match="no done output"):
-        gbx.VecEnv(ROM, num_envs=2, device="cuda:0", done="1")
 
 
 def test_bad_specialize_option(gbx, tmp_path):
     with pytest.raises(ValueError, match="--specialize must be off, profile:FILE, auto") as ei:
-        gbx.VecEnv(ROM, num_envs=1, specialize="sometimes")
+        gbx.VecEnv(ROM, num_envs=1, obs="vec", specialize="sometimes")
     one_line(ei)
     with pytest.raises(ValueError, match="auto:N needs N >= 1") as ei:
-        gbx.VecEnv(ROM, num_envs=1, specialize="auto:0")
+        gbx.VecEnv(ROM, num_envs=1, obs="vec", specialize="auto:0")
     one_line(ei)
     with pytest.raises(ValueError) as ei:
-        gbx.VecEnv(ROM, num_envs=1, specialize=f"profile:{tmp_path / 'missing.json'}")
+        gbx.VecEnv(ROM, num_envs=1, obs="vec", specialize=f"profile:{tmp_path / 'missing.json'}")
+    one_line(ei)
+
+
+def test_a_closed_env_says_so_before_any_work(gbx):
+    e = gbx.VecEnv(ROM, num_envs=2, obs="vec", frames_per_step=1)
+    e.reset(seed=0)
+    e.close()
+    calls = [
+        lambda: e.step(np.zeros(2, dtype=np.int32)),
+        lambda: e.reset(seed=0),
+        lambda: e.read_memory(0, 1),
+        lambda: e.save_state(0),
+        lambda: e.registers(),
+        lambda: e.cpu_state(0),
+        lambda: e.backend,
+    ]
+    for call in calls:
+        with pytest.raises(RuntimeError, match="this VecEnv is closed") as ei:
+            call()
+        one_line(ei)
+    e.close()  # a second close is fine (Gymnasium's contract)
+
+
+@pytest.mark.parametrize("offset", [-1, 1.5, True, "0"])
+def test_env_offset_is_checked_before_the_rom_and_the_kernel(gbx, offset):
+    # The ROM does not exist either: the env_offset error comes first, before any native work.
+    with pytest.raises(ValueError, match="env_offset must be an int >= 0") as ei:
+        gbx.VecEnv("builtin:NOPE", num_envs=1, env_offset=offset)
+    one_line(ei)
+
+
+@pytest.mark.parametrize("seed,match", [
+    ([1, 2], "one seed per env"),
+    ([1, 2, "x", 4], "each seed must be an int or None"),
+    (1.5, "seed must be an int"),
+])
+def test_bad_seeds(env, seed, match):
+    with pytest.raises(ValueError, match=match) as ei:
+        env.reset(seed=seed)
+    one_line(ei)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(pixel_values="rgb"), "pixel_values must be"),
+    (dict(obs="vec", pixel_values="luminance"), "needs a pixels observation"),
+    (dict(obs={"pixels": "packed"}, pixel_values="luminance"), "full' or 'half'"),
+    (dict(device="mgba"), "device='mgba' has no pixels output"),
+])
+def test_bad_pixel_options(gbx, kw, match):
+    with pytest.raises(ValueError, match=match) as ei:
+        gbx.VecEnv("builtin:NOPE", num_envs=1, **kw)  # refused before the ROM is looked at
     one_line(ei)
 
 

@@ -5,7 +5,7 @@ from conftest import ROM
 
 
 def rollout(gbx, seed, steps=30):
-    e = gbx.VecEnv(ROM, num_envs=4, frames_per_step=1, release_after_frames=0, seed=seed,
+    e = gbx.VecEnv(ROM, num_envs=4, obs="vec", frames_per_step=1, release_after_frames=0, seed=seed,
                    noop_max=20, sticky_actions=0.3, max_episode_frames=9, copy=True)
     rng = np.random.default_rng(seed)
     obs, _ = e.reset(seed=seed)

@@ -5,7 +5,7 @@ import pytest
 ROM = "builtin:ARROWS"
 N = 6
 # Short episodes (10 steps), reset no-ops and sticky actions: the seed-driven paths run.
-KW = dict(frames_per_step=4, release_after_frames=2, track=["ram16(0xC000)"],
+KW = dict(obs="vec", frames_per_step=4, release_after_frames=2, track=["ram16(0xC000)"],
           reward="val(0) - prev(0)", max_episode_frames=40, noop_max=20, sticky_actions=0.25)
 
 
@@ -107,7 +107,7 @@ def test_uneven_shards_and_bad_arguments(gbx, ray_local):
         ShardedVecEnv(ROM, 1, num_shards=2)
     with pytest.raises(ValueError, match="device"):
         ShardedVecEnv(ROM, 4, device="tpu")
-    env = ShardedVecEnv(ROM, 5, num_shards=2, seed=1, frames_per_step=4)
+    env = ShardedVecEnv(ROM, 5, num_shards=2, seed=1, obs="vec", frames_per_step=4)
     try:
         assert env.sizes == [3, 2] and env.offsets == [0, 3]
         obs, _ = env.reset(seed=1)

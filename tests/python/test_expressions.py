@@ -7,7 +7,7 @@ from conftest import ROM
 
 def test_tracked_value_and_prev(gbx):
     # ALU_LOOP counts B up forever; reward = B now - B at the previous step.
-    e = gbx.VecEnv(ROM, num_envs=2, frames_per_step=1, release_after_frames=0,
+    e = gbx.VecEnv(ROM, num_envs=2, obs="vec", frames_per_step=1, release_after_frames=0,
                    track=["b", "ram16(0xFFFE) + 1"], reward="val(0) - prev(0)",
                    done="val(1) == 0")
     e.reset(seed=0)
@@ -22,7 +22,7 @@ def test_tracked_value_and_prev(gbx):
 
 
 def test_reward_reads_registers_and_memory(gbx):
-    e = gbx.VecEnv(ROM, num_envs=2, frames_per_step=1, release_after_frames=0,
+    e = gbx.VecEnv(ROM, num_envs=2, obs="vec", frames_per_step=1, release_after_frames=0,
                    reward="a + (ram(0x10100) << 8)")  # address masked to 0x0100: ROM byte 0x00
     e.reset(seed=0)
     _, reward, *_ = e.step(np.zeros(2, dtype=np.int32))
@@ -32,7 +32,7 @@ def test_reward_reads_registers_and_memory(gbx):
 
 
 def test_division_by_zero_is_float_not_a_crash(gbx):
-    e = gbx.VecEnv(ROM, num_envs=1, frames_per_step=1, release_after_frames=0,
+    e = gbx.VecEnv(ROM, num_envs=1, obs="vec", frames_per_step=1, release_after_frames=0,
                    reward="1 / (a - a)")
     e.reset(seed=0)
     _, reward, *_ = e.step(np.zeros(1, dtype=np.int32))
@@ -41,7 +41,7 @@ def test_division_by_zero_is_float_not_a_crash(gbx):
 
 def test_compile_error_names_the_snippet_line(gbx):
     with pytest.raises(gbx.CompileError, match=r"<reward>:2:"):
-        gbx.VecEnv(ROM, num_envs=1, reward="ram(0xC000) +\n (1.5 & a)")
+        gbx.VecEnv(ROM, num_envs=1, obs="vec", reward="ram(0xC000) +\n (1.5 & a)")
 
 
 @pytest.mark.parametrize("expr,why", [
@@ -63,9 +63,9 @@ def test_compile_error_names_the_snippet_line(gbx):
 ])
 def test_expressions_are_checked_before_compiling(gbx, expr, why):
     with pytest.raises(ValueError, match=why):
-        gbx.VecEnv(ROM, num_envs=1, reward=expr)
+        gbx.VecEnv(ROM, num_envs=1, obs="vec", reward=expr)
 
 
 def test_track_may_not_use_prev(gbx):
     with pytest.raises(ValueError, match=r"<track\[0\]>.*only available in reward and done"):
-        gbx.VecEnv(ROM, num_envs=1, track=["prev(0)"], reward="val(0)")
+        gbx.VecEnv(ROM, num_envs=1, obs="vec", track=["prev(0)"], reward="val(0)")

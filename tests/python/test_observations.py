@@ -66,6 +66,23 @@ def test_pixels_half_and_packed_match_full(gbx, full):
     packed.close()
 
 
+def test_luminance_is_pyboys_palette(gbx, full):
+    # The same kernel as shades (a Python mapping): PyBoy's default greys, 255 = white.
+    full.reset(seed=0)
+    ref = full.step(NOOP)[0].copy()
+    for spec, want in (("pixels", ref), ({"pixels": "half"}, ref[:, ::2, ::2])):
+        e = make(gbx, spec, pixel_values="luminance", frame_stack=2)
+        shape = want.shape[1:]
+        assert e.single_observation_space == gym.spaces.Box(0, 255, (2,) + shape, np.uint8)
+        e.reset(seed=0)
+        obs, *_ = e.step(NOOP)
+        check_contains(e, obs)
+        lum = np.array([255, 153, 85, 0], dtype=np.uint8)[want]
+        np.testing.assert_array_equal(obs[:, -1], lum)
+        assert set(np.unique(obs[:, -1])) == {0, 255}  # shades 3 and 0: the logo on white
+        e.close()
+
+
 def test_ram_gather_matches_read_memory(gbx):
     e = make(gbx, {"ram": ADDRS}, rom=COUNTER_ROM)
     assert e.single_observation_space == gym.spaces.Box(0, 255, (4,), np.uint8)
@@ -174,7 +191,7 @@ def test_bad_specs(gbx, obs, msg):
 @pytest.mark.parametrize("k", [0, -1, 1.5, True])
 def test_bad_frame_stack(gbx, k):
     with pytest.raises(ValueError, match="frame_stack"):
-        gbx.VecEnv(ROM, num_envs=1, frame_stack=k)
+        gbx.VecEnv(ROM, num_envs=1, obs="vec", frame_stack=k)
 
 
 def test_mgba_backend_gathers_the_same_ram(gbx):
@@ -188,7 +205,7 @@ def test_mgba_backend_gathers_the_same_ram(gbx):
         b, *_ = ref.step(NOOP)
         np.testing.assert_array_equal(a["ram"], b["ram"])
         np.testing.assert_array_equal(a["vec"], b["vec"])
-    with pytest.raises(ValueError, match="mgba backend has no pixels"):
+    with pytest.raises(ValueError, match="device='mgba' has no pixels output"):
         make(gbx, "pixels", device="mgba")
     cpu.close()
     ref.close()

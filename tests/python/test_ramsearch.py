@@ -10,7 +10,7 @@ NOOP = np.zeros(N, dtype=np.int64)
 
 @pytest.fixture
 def env(gbx):
-    e = gbx.VecEnv(COUNTER_ROM, num_envs=N, frames_per_step=1, release_after_frames=0)
+    e = gbx.VecEnv(COUNTER_ROM, num_envs=N, obs="vec", frames_per_step=1, release_after_frames=0)
     e.reset(seed=0)
     for _ in range(3):  # past the first frame, where C001 wraps from 0x00 to 0xFF
         e.step(NOOP)

@@ -9,7 +9,7 @@ GREYS = np.array([0xFF, 0xAA, 0x55, 0x00], dtype=np.uint8)
 
 @pytest.fixture(scope="module")
 def env(gbx):
-    e = gbx.VecEnv(ROM, num_envs=2, frames_per_step=2, release_after_frames=0, seed=0,
+    e = gbx.VecEnv(ROM, num_envs=2, obs="vec", frames_per_step=2, release_after_frames=0, seed=0,
                    render_mode="rgb_array")
     yield e
     e.close()
@@ -41,7 +41,7 @@ def test_render_matches_the_pixels_observation(gbx, env):
 
 def test_bad_render_mode(gbx):
     with pytest.raises(ValueError, match="render_mode"):
-        gbx.VecEnv(ROM, num_envs=1, render_mode="human")
+        gbx.VecEnv(ROM, num_envs=1, obs="vec", render_mode="human")
 
 
 def test_record_video_writes_an_mp4(gbx, env, tmp_path):
@@ -59,7 +59,7 @@ def test_record_video_writes_an_mp4(gbx, env, tmp_path):
 
 
 def test_record_video_errors(gbx, tmp_path):
-    e = gbx.VecEnv(ROM, num_envs=1, frames_per_step=1)
+    e = gbx.VecEnv(ROM, num_envs=1, obs="vec", frames_per_step=1)
     with pytest.raises(ValueError, match="render_mode='rgb_array'"):
         gbx.record_video(e, tmp_path / "x.mp4", 3)
     e.close()
@@ -78,7 +78,7 @@ def test_record_video_bad_arguments(gbx, env, tmp_path, kw, msg):
 
 
 def test_native_screen_and_output_errors(gbx):
-    e = gbx.VecEnv(ROM, num_envs=2, frames_per_step=1)
+    e = gbx.VecEnv(ROM, num_envs=2, obs="vec", frames_per_step=1)
     with pytest.raises(ValueError, match="does not render"):
         e.backend.screen(0)
     with pytest.raises(IndexError, match="out of range"):

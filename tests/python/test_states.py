@@ -63,11 +63,66 @@ def test_loaded_state_replays_the_same_trajectory(env):
     np.testing.assert_array_equal(env.read_memory(0xC000, 0xE000)[3], mem)
 
 
+def test_copy_state_clones_one_env_into_others(env, gbx):
+    run(env, 3)
+    env.reset(options={"reset_mask": np.array([False, True, False, False])})
+    run(env, 2)  # env 1 is 3 frames behind the others
+    assert env.save_state(1) != env.save_state(0)
+    src_blob, other = env.save_state(1), env.save_state(3)
+    env.copy_state(1, np.array([True, True, True, False]))
+    assert env.save_state(0) == env.save_state(2) == env.save_state(1) == src_blob
+    assert env.save_state(3) == other  # not in the mask
+    obs = env._obs.observe(stepped=False)  # outputs refreshed from the copied state
+    np.testing.assert_array_equal(obs["ram"][0], obs["ram"][1])
+    later = run(env, 4)
+    np.testing.assert_array_equal(later["ram"][0], later["ram"][1])
+    np.testing.assert_array_equal(later["vec"][2], later["vec"][1])
+    with pytest.raises(IndexError):
+        env.copy_state(N, np.ones(N, dtype=bool))
+    with pytest.raises(ValueError, match="dst_mask must be a bool array"):
+        env.copy_state(0, np.ones(N - 1, dtype=bool))
+    ref = gbx.VecEnv(COUNTER_ROM, num_envs=2, obs="vec", device="mgba")
+    with pytest.raises(ValueError, match="cannot copy states between envs"):
+        ref.copy_state(0, np.array([False, True]))
+    ref.close()
+
+
 def test_save_states_all_envs(env):
     run(env, 1)
     blobs = env.save_states()
     assert isinstance(blobs, list) and len(blobs) == N
     assert all(b == env.save_state(i) for i, b in enumerate(blobs))
+
+
+def test_reset_states_pool_drawn_from_the_seed(env, gbx):
+    # Three states of the counter ROM (C000 counts frames): every reset puts each env into
+    # one of them, drawn from the seed: reproducible, all used, and another seed differs.
+    pool, counts = [], []
+    for steps in (1, 3, 6):
+        run(env, steps)
+        pool.append(env.save_state(0))
+        counts.append(int(env.read_memory(0xC000, 0xC001)[0, 0]))
+
+    def starts(seed):
+        e = make(gbx, reset_states=pool, max_episode_frames=2)
+        obs, _ = e.reset(seed=seed)
+        seen = [obs["ram"][:, 0].copy()]
+        for _ in range(12):  # an autoreset every third step
+            obs, _, _, trunc, _ = e.step(NOOP)
+            if e._needs_reset.any():
+                nxt, *_ = e.step(NOOP)
+                seen.append(nxt["ram"][:, 0].copy())
+        e.close()
+        return np.array(seen)
+
+    a, b, c = starts(3), starts(3), starts(4)
+    assert set(np.unique(a)) == set(counts)  # every start is a pool state, each one used
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+    with pytest.raises(ValueError, match="needs at least one state"):
+        env.set_reset_state([], pool=True)
+    with pytest.raises(ValueError, match="reset state pool"):
+        env.set_reset_state([pool[0], b"GBXS" + b"\0" * 60], pool=True)
 
 
 def test_reset_state_shared_by_every_env(env):
@@ -147,7 +202,8 @@ def test_errors_are_one_python_exception(gbx, env):
             env.load_state(1, junk)
         assert "\n" not in str(ei.value)
     # A state of another ROM is refused, and leaves the env untouched.
-    other = gbx.VecEnv(make_rom(COUNTER_PROGRAM, title=b"OTHER"), num_envs=1, frames_per_step=1)
+    other = gbx.VecEnv(make_rom(COUNTER_PROGRAM, title=b"OTHER"), num_envs=1, obs="vec",
+                       frames_per_step=1)
     other.reset(seed=0)
     foreign = other.save_state(0)
     other.close()

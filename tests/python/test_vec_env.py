@@ -11,7 +11,7 @@ N = 4
 
 @pytest.fixture(scope="module")
 def env(gbx):
-    e = gbx.VecEnv(ROM, num_envs=N, frames_per_step=2, release_after_frames=0, seed=0)
+    e = gbx.VecEnv(ROM, num_envs=N, obs="vec", frames_per_step=2, release_after_frames=0, seed=0)
     yield e
     e.close()
 
@@ -53,7 +53,7 @@ def test_reset_obs_is_the_reset_state(env, gbx):
     ("multibinary", gym.spaces.MultiBinary(8)),
 ])
 def test_spaces_contain_what_step_returns_after_100_random_steps(gbx, codec, space):
-    e = gbx.VecEnv(ROM, num_envs=N, frames_per_step=1, release_after_frames=0, actions=codec,
+    e = gbx.VecEnv(ROM, num_envs=N, obs="vec", frames_per_step=1, release_after_frames=0, actions=codec,
                    seed=3, max_episode_frames=7, noop_max=3, sticky_actions=0.25)
     assert e.single_action_space == space
     e.action_space.seed(5)
@@ -68,7 +68,7 @@ def test_spaces_contain_what_step_returns_after_100_random_steps(gbx, codec, spa
 
 
 def test_truncation_and_next_step_autoreset(gbx):
-    e = gbx.VecEnv(ROM, num_envs=N, frames_per_step=2, release_after_frames=0,
+    e = gbx.VecEnv(ROM, num_envs=N, obs="vec", frames_per_step=2, release_after_frames=0,
                    max_episode_frames=6, seed=0)
     obs0, _ = e.reset(seed=0)
     obs0 = obs0.copy()
@@ -91,7 +91,7 @@ def test_truncation_and_next_step_autoreset(gbx):
 
 
 def test_reset_mask_leaves_the_other_envs_untouched(gbx):
-    e = gbx.VecEnv(ROM, num_envs=N, frames_per_step=3, release_after_frames=0, seed=0)
+    e = gbx.VecEnv(ROM, num_envs=N, obs="vec", frames_per_step=3, release_after_frames=0, seed=0)
     e.reset(seed=0)
     fresh = [e.cpu_state(i) for i in range(N)]
     for _ in range(2):
@@ -114,7 +114,7 @@ def test_reset_mask_leaves_the_other_envs_untouched(gbx):
 
 
 def test_done_expression_terminates_and_autoresets(gbx):
-    e = gbx.VecEnv(ROM, num_envs=N, frames_per_step=1, release_after_frames=0, done="1")
+    e = gbx.VecEnv(ROM, num_envs=N, obs="vec", frames_per_step=1, release_after_frames=0, done="1")
     obs0, _ = e.reset(seed=0)
     obs0 = obs0.copy()
     acts = np.zeros(N, dtype=np.int32)
@@ -132,3 +132,86 @@ def test_render_without_render_mode_is_none(env):
     # Gymnasium's convention: no render mode, nothing rendered (with a warning).
     with pytest.warns(UserWarning, match="render_mode='rgb_array'"):
         assert env.render() is None
+
+
+def test_defaults_are_the_screen_reward_zero_and_fresh_arrays(gbx):
+    # No argument beyond the ROM and the count: screen observations (shades), reward 0 and
+    # arrays that no later step overwrites. The same envs with reward="v0" score on these
+    # steps, so the zeros are the default, not the machine.
+    e = gbx.VecEnv(ROM, 2, frames_per_step=1, seed=0)
+    v0 = gbx.VecEnv(ROM, 2, frames_per_step=1, seed=0, obs="vec", reward="v0")
+    assert e.single_observation_space == gym.spaces.Box(0, 3, (144, 160), np.uint8)
+    obs0, _ = e.reset(seed=0)
+    v0.reset(seed=0)
+    assert obs0.shape == (2, 144, 160) and obs0.dtype == np.uint8
+    acts = np.zeros(2, dtype=np.int32)
+    obs1, r1, *_ = e.step(acts)
+    obs2, r2, *_ = e.step(acts)
+    assert set(np.unique(obs1)) == {0, 3}  # the post-boot logo (BGP 0xFC) in the first frame
+    scored = [v0.step(acts)[1].copy() for _ in range(2)]
+    assert any(s.any() for s in scored)
+    np.testing.assert_array_equal(r1, 0.0)
+    np.testing.assert_array_equal(r2, 0.0)
+    for a, b in ((obs0, obs1), (obs1, obs2), (r1, r2)):
+        assert not np.shares_memory(a, b)
+    r2[:] = 5.0  # a caller's write does not leak into the next step's reward
+    np.testing.assert_array_equal(e.step(acts)[1], 0.0)
+    e.close()
+    v0.close()
+
+
+def test_reset_with_a_seed_per_env(gbx):
+    # Per-env seeds key each env's no-op stream alone: equal seeds, equal envs (wherever they
+    # sit); None keeps an env's stream. Observed through the no-op frames (noop_max).
+    e = gbx.VecEnv(ROM, N, obs="vec", frames_per_step=1, noop_max=30, seed=0)
+    obs, _ = e.reset(seed=[7, 8, 7, 9])
+    np.testing.assert_array_equal(obs[0], obs[2])
+    assert not np.array_equal(obs[0], obs[1])
+    again, _ = e.reset(seed=[9, 8, 7, 7])
+    np.testing.assert_array_equal(again[1], obs[1])
+    np.testing.assert_array_equal(again[2], obs[0])
+    np.testing.assert_array_equal(again[0], obs[3])
+    e.close()
+
+
+def test_noop_frames_run_in_one_backend_call(gbx):
+    e = gbx.VecEnv(ROM, N, obs="vec", frames_per_step=1, noop_max=25, max_episode_frames=2,
+                   seed=1)
+
+    class Counting:  # counts the native calls the env makes
+        def __init__(self, native):
+            self.native, self.calls = native, []
+
+        def __getattr__(self, name):
+            fn = getattr(self.native, name)
+            if not callable(fn):
+                return fn
+
+            def call(*args, **kw):
+                self.calls.append(name)
+                return fn(*args, **kw)
+            return call
+
+    counting = Counting(e._native)
+    e._native = counting
+    e.reset(seed=1)
+    assert counting.calls.count("step_frames") == 1, counting.calls
+    acts = np.zeros(N, dtype=np.int32)
+    for _ in range(2):  # the second step truncates every env
+        e.step(acts)
+    counting.calls.clear()
+    e.step(acts)  # every env truncated last step: the autoreset, its no-ops in one call
+    assert counting.calls.count("reset_envs") == 1, counting.calls
+    assert counting.calls.count("step_frames") == 1, counting.calls
+    e.close()
+
+
+def test_gymnasium_make_vec(gbx):
+    assert gbx.ENV_ID == "gbx/GameBoy-v0"
+    e = gym.make_vec("gbx/GameBoy-v0", num_envs=3, rom=ROM, obs="vec", frames_per_step=1)
+    assert isinstance(e.unwrapped, gbx.VecEnv) and e.num_envs == 3
+    obs, _ = e.reset(seed=[1, 2, 3])
+    assert obs.shape == (3, 32)
+    obs, reward, *_ = e.step(e.action_space.sample())
+    np.testing.assert_array_equal(reward, 0.0)
+    e.close()

@@ -156,9 +156,28 @@ class Backend {
     (void)blob;
     return unsupported("load states");
   }
+  // Env src's whole machine state into every env whose dst_mask byte is set (src itself
+  // excepted), on the backend (cuda: device to device, no host copy); their outputs are
+  // zeroed, as by a reset. For go-explore and "swarm" restarts from one env's state.
+  virtual Status copy_state(int src, const std::vector<uint8_t>& dst_mask) {
+    (void)src;
+    (void)dst_mask;
+    return unsupported("copy states between envs");
+  }
   // Advances every env by frames_per_step frames, then runs the stage epilog.
   // actions: one int32 per env (may be empty = no input). May be asynchronous (cuda).
   virtual Status step(const std::vector<int32_t>& actions) = 0;
+  // One call with a frame count per env (frames: one int32 per env): env i runs frames[i]
+  // frames with actions[i] (actions may be empty = no input), then the stage epilog; 0 runs
+  // only the epilog (its outputs refreshed from the current state, e.g. after a reset);
+  // < 0 leaves the env untouched. The no-op frames after resets (python/gbx/vec_env.py
+  // noop_max) run in one such call. May be asynchronous (cuda).
+  virtual Status step_frames(const std::vector<int32_t>& actions,
+                             const std::vector<int32_t>& frames) {
+    (void)actions;
+    (void)frames;
+    return unsupported("run per-env frame counts");
+  }
   virtual Status sync() = 0;
   virtual Result<CpuState> get_cpu_state(int env) = 0;
   // Every env's registers and counters (cuda: one transfer for all envs; verify keeps the
@@ -292,6 +311,20 @@ inline int get_cpu_register(const CpuState& s, const std::string& reg) {
   if (reg == "H") return s.h;
   if (reg == "L") return s.l;
   return -1;
+}
+
+// The argument checks of every Backend::step_frames: one frame count per env, actions empty
+// or one per env.
+inline Status check_step_frames(int num_envs, const std::vector<int32_t>& actions,
+                                const std::vector<int32_t>& frames) {
+  if ((int)frames.size() != num_envs)
+    return make_error(ErrorKind::Usage, "step_frames: " + std::to_string(frames.size()) +
+                                            " frame counts for " + std::to_string(num_envs) +
+                                            " envs");
+  if (!actions.empty() && (int)actions.size() != num_envs)
+    return make_error(ErrorKind::Usage, "step_frames: " + std::to_string(actions.size()) +
+                                            " actions for " + std::to_string(num_envs) + " envs");
+  return ok_status();
 }
 
 // Factory: "cpu", "cuda" or "mgba". Compiles/loads kernels before returning, so nothing

@@ -24,6 +24,7 @@ class CpuBackend : public Backend {
   Status set_reset_state(const std::vector<std::vector<uint8_t>>& blobs) override;
   Result<std::vector<uint8_t>> save_state(int env) override;
   Status load_state(int env, const std::vector<uint8_t>& blob) override;
+  Status copy_state(int src, const std::vector<uint8_t>& dst_mask) override;
   Status step(const std::vector<int32_t>& actions) override;
   Status sync() override { return ok_status(); }
   Result<CpuState> get_cpu_state(int env) override;
@@ -40,6 +41,8 @@ class CpuBackend : public Backend {
   std::string kernel_key() const override { return kernel_.build.key; }
   Status debug_poke_register(int env, const std::string& reg, uint16_t value) override;
 
+  Status step_frames(const std::vector<int32_t>& actions,
+                     const std::vector<int32_t>& frames) override;
   // Runs `frames` frames (0: only the stage epilog, which refreshes the outputs from the
   // current state) on the envs whose mask byte is non-zero; the others are not touched.
   Status step_envs(const std::vector<int32_t>& actions, int frames,
@@ -74,7 +77,8 @@ class CpuBackend : public Backend {
  private:
   CpuBackend() = default;
   Status check_env(int env) const;
-  Status run(const std::vector<int32_t>& actions, int frames, const uint8_t* mask);
+  // env_frames: null (every env runs `frames`) or one count per env (GbxParams::env_frames).
+  Status run(const std::vector<int32_t>& actions, int frames, const int32_t* env_frames);
   Result<std::vector<uint8_t>> read_view(int env, uint32_t lo, uint32_t hi, bool raw);
   uint8_t* section(const char* name);  // nullptr when this configuration has no such output
   void clear_outputs(int env);         // zeroes env's slice of every output section

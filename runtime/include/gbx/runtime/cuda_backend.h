@@ -41,7 +41,10 @@ class CudaBackend : public Backend {
   Status set_reset_state(const std::vector<std::vector<uint8_t>>& blobs) override;
   Result<std::vector<uint8_t>> save_state(int env) override;
   Status load_state(int env, const std::vector<uint8_t>& blob) override;
+  Status copy_state(int src, const std::vector<uint8_t>& dst_mask) override;
   Status step(const std::vector<int32_t>& actions) override;  // asynchronous
+  Status step_frames(const std::vector<int32_t>& actions,
+                     const std::vector<int32_t>& frames) override;  // asynchronous
   Status sync() override;
   Result<CpuState> get_cpu_state(int env) override;
   Result<std::vector<CpuState>> cpu_states() override;  // one launch, one copy
@@ -97,6 +100,8 @@ class CudaBackend : public Backend {
   // Enqueues a copy of `bytes` at device address `src` (inside soa_ or mem_) into `dst`.
   Status fetch(void* dst, uint64_t src, size_t bytes);
   GbxParams params(const int* actions, int num_envs) const;
+  // Uploads actions (and frames: env_frames) and enqueues one launch of the step kernel.
+  Status launch_step(const std::vector<int32_t>& actions, const std::vector<int32_t>* frames);
   Result<std::vector<uint8_t>> read_view(int env, uint32_t lo, uint32_t hi, bool raw);
   // probe_ holds env's whole state and memory slice (one launch, two copies, synchronised).
   Status fetch_env(int env);
@@ -143,6 +148,7 @@ class CudaBackend : public Backend {
   DeviceBuffer gather_addrs_buf_;       // the RAM gather's bus addresses
   DeviceBuffer release_buf_;            // release_after_frames per env; empty when never released
   DeviceBuffer mask_buf_;               // reset(mask)'s mask, one byte per env
+  DeviceBuffer frames_buf_;             // step_frames' frame counts, one int32 per env
   // The reset image: image_envs_ envs (1: shared by every env) in the StateLayout of that
   // many envs.
   DeviceBuffer image_soa_buf_, image_mem_buf_;

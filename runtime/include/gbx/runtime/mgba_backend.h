@@ -59,6 +59,8 @@ class MgbaBackend final : public Backend {
   Result<std::vector<uint8_t>> save_state(int env) override;
   Status load_state(int env, const std::vector<uint8_t>& blob) override;
   Status step(const std::vector<int32_t>& actions) override;
+  Status step_frames(const std::vector<int32_t>& actions,
+                     const std::vector<int32_t>& frames) override;
   Status sync() override { return ok_status(); }
   Result<CpuState> get_cpu_state(int env) override;
   Result<std::vector<uint8_t>> read_memory(int env, uint32_t lo, uint32_t hi) override;
@@ -88,6 +90,8 @@ class MgbaBackend final : public Backend {
  private:
   struct Impl;
   explicit MgbaBackend(std::unique_ptr<Impl> impl);
+  // step and step_frames: env i runs (*env_frames)[i] frames (null: frames_per_step each).
+  Status run_frames(const std::vector<int32_t>& actions, const std::vector<int32_t>* env_frames);
   std::unique_ptr<Impl> impl_;
 };
 

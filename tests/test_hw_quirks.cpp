@@ -132,8 +132,9 @@ TEST_CASE("STOP holds DIV and the timer, and ends only on a selected joypad line
 // The ROM reads STAT at 40 consecutive M-cycles after the mode-2 interrupt of line 0x42 (the
 // mooneye intr_2_mode0_timing_sprites method) and the test finds the first read in mode 0.
 // One X=0 object with SCX=6 (SCX % 8 = 6 and 11 dots) must end mode 3 exactly where two X=0
-// objects with SCX=0 do (11 + 6 dots), a case mooneye's test verifies on hardware. (The CPU
-// reads STAT 1 dot into its M-cycle, so SCX=6's dot 269 is a read point; SCX=7's 270 is not.)
+// objects with SCX=0 do (11 + 6 dots), a case mooneye's test verifies on hardware. (Reads
+// from the boot-time LCD fall 1 dot into the line's 4-dot grid: the old 12-dot X=0 penalty
+// at SCX=6 ended mode 3 one dot after the two-object case, across a read point.)
 namespace {
 
 constexpr int kSweepFirst = 40, kSweepReads = 40;

@@ -82,13 +82,6 @@ struct Machine {
   i64 serial_event;  // cycle at which the serial transfer in progress completes
 #endif
   i64 dma_end;       // the OAM DMA in progress owns its bus until this cycle
-  // A DMA restarted while one ran: the old one keeps the bus until this cycle (hw/bus.h).
-  // Not part of the saved state: it spans 2 M-cycles after the FF46 write, lost if a step
-  // ends inside them.
-  i64 dma_overlap_end;
-  // FF46 value + 1 of a DMA whose bytes are not in OAM yet (0: none): they land when it
-  // starts (dma_settle), so OAM reads in its 2 set-up M-cycles see the old bytes.
-  u32 dma_pending;
 #if !GBX_CORE_SPLIT
   u8* GBX_RESTRICT serial_buf;
   u32 serial_len;
@@ -113,6 +106,11 @@ struct Machine {
   u8 lcd_flags;             // GBX_LCD_FLAG_*
   u8 lcd_win_line;          // window line counter
 #endif
+  // Last, so the hot fields keep the layout the CPU kernel was measured with. OAM DMA
+  // (hw/bus.h), not part of the saved state: both span the 2 set-up M-cycles after an FF46
+  // write (a step's end lands the bytes; the overlap is lost if a step ends inside them).
+  i64 dma_overlap_end;  // a DMA restarted while one ran: the old one keeps the bus until here
+  u32 dma_pending;      // FF46 + 1 of a DMA whose bytes are not in OAM yet (0: none)
 };
 
 // The one place that knows where byte `off` of this env's writable memory lives (gbx_abi.h

@@ -2,9 +2,11 @@
 // linked module, and the entry points the engine returns lie inside their named ranges.
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -14,6 +16,7 @@
 
 #include "gbx/engine/kernel_builder.h"
 #include "gbx/engine/orc_compiler.h"
+#include "skip.h"
 
 using namespace gbx;
 
@@ -49,7 +52,65 @@ const MapLine* containing(const std::vector<MapLine>& map, const void* p) {
   return nullptr;
 }
 
+const std::string kGbxRun = std::string(GBX_TEST_TOOLS_DIR) + "/gbx-run";
+
+// Runs `gbx-run run --rom builtin:ALU_LOOP --frames 1` with GBX_JIT_PROFILE set to `profile`
+// (nullptr: unset) and returns whether it left /tmp/perf-<its pid>.map (removed afterwards)
+// and whether that map names gbx_step.
+std::pair<bool, bool> run_and_find_map(const char* profile) {
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  const std::string path = "/tmp/perf-" + std::to_string(pid) + ".map";
+  if (pid == 0) {
+    std::remove(("/tmp/perf-" + std::to_string(getpid()) + ".map").c_str());  // a stale one
+    if (profile)
+      setenv("GBX_JIT_PROFILE", profile, 1);
+    else
+      unsetenv("GBX_JIT_PROFILE");
+    if (!freopen("/dev/null", "w", stdout)) _exit(126);
+    execl(kGbxRun.c_str(), "gbx-run", "run", "--rom", "builtin:ALU_LOOP", "--frames", "1",
+          (char*)nullptr);
+    _exit(127);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  std::ifstream in(path);
+  const bool exists = in.good();
+  std::stringstream text;
+  text << in.rdbuf();
+  std::remove(path.c_str());
+  return {exists, text.str().find(" gbx_step [gbx-") != std::string::npos};
+}
+
 }  // namespace
+
+TEST_CASE("a process writes a perf map only under GBX_JIT_PROFILE") {
+  CHECK(run_and_find_map(nullptr) == std::make_pair(false, false));
+  CHECK(run_and_find_map("0") == std::make_pair(false, false));
+  CHECK(run_and_find_map("1") == std::make_pair(true, true));
+}
+
+TEST_CASE("gdb breaks in a JIT kernel and prints template lines (GDB JIT interface)") {
+  if (std::system("gdb --version >/dev/null 2>&1") != 0) GBX_SKIP("no gdb");
+  const std::string cmd = "GBX_JIT_PROFILE=1 gdb -nx -batch -ex 'set breakpoint pending on' "
+                          "-ex 'break gbx_step' -ex run -ex bt --args " +
+                          kGbxRun + " run --rom builtin:ALU_LOOP --frames 1 2>&1";
+  std::FILE* f = popen(cmd.c_str(), "r");
+  REQUIRE(f != nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+  pclose(f);
+  if (out.find("ptrace") != std::string::npos &&
+      out.find("Breakpoint 1, gbx_step") == std::string::npos)
+    GBX_SKIP("gdb cannot trace here");
+  INFO(out);
+  CHECK(out.find("Breakpoint 1, gbx_step") != std::string::npos);
+  CHECK(out.find("#0  gbx_step") != std::string::npos);
+  CHECK(out.find("templates/kernel/step.tmpl:") != std::string::npos);
+}
 
 TEST_CASE("GBX_JIT_PROFILE=1 writes a perf map naming every function of each kernel") {
   // Before anything reads the flag (it is read once per process).
@@ -116,4 +177,5 @@ TEST_CASE("GBX_JIT_PROFILE=1 writes a perf map naming every function of each ker
     INFO("module ", module);
     CHECK(in_module > 1 + static_cast<long>(k.build.source.extra_entry_points.size()));
   }
+  std::remove(path.c_str());  // perf would read it after exit; a test leaves none behind
 }

@@ -15,8 +15,13 @@
 #include <llvm/ADT/StringMap.h>
 #include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/Bitcode/BitcodeWriter.h>
+#include <llvm/Demangle/Demangle.h>
+#include <llvm/ExecutionEngine/JITLink/JITLink.h>
+#include <llvm/ExecutionEngine/Orc/DebugObjectManagerPlugin.h>
+#include <llvm/ExecutionEngine/Orc/EPCDebugObjectRegistrar.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ObjectLinkingLayer.h>
+#include <llvm/ExecutionEngine/Orc/TargetProcess/JITLoaderGDB.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/MC/TargetRegistry.h>
@@ -27,7 +32,10 @@
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -130,8 +138,23 @@ std::vector<std::string> cpu_compile_args(const CpuCompileOptions& opts) {
                                    "-Wno-unused-variable",
                                    "-resource-dir",
                                    GBX_CLANG_RESOURCE_DIR};
+  // Profiling builds carry DWARF so gdb and `perf annotate` map code to template lines (the
+  // generated source has #line directives): a different command line, so a different cache key.
+  if (jit_profile_enabled()) args.push_back("-g");
   args.insert(args.end(), opts.extra.begin(), opts.extra.end());
   return args;
+}
+
+bool jit_profile_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("GBX_JIT_PROFILE");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+std::string jit_perf_map_path() {
+  return jit_profile_enabled() ? "/tmp/perf-" + std::to_string(::getpid()) + ".map" : "";
 }
 
 std::string cpu_compiler_identity() {
@@ -246,6 +269,85 @@ Result<CpuCompileOutput> compile_cpu(const std::string& source, const std::strin
 
 namespace {
 
+// perf's JIT symbol map (tools/perf/Documentation/jit-interface.txt): one "START SIZE name" line
+// per function, hex without 0x. LLVM 14's ORC has no perf plugin for JITLink, so this one writes
+// every named function of each linked graph, local (static) ones included, once its addresses
+// are final. The name carries the module ("[gbx-<key prefix>]"), so several kernels in one
+// process stay apart.
+class PerfMapPlugin : public llvm::orc::ObjectLinkingLayer::Plugin {
+ public:
+  explicit PerfMapPlugin(std::FILE* f) : file_(f) {}
+
+  void modifyPassConfig(llvm::orc::MaterializationResponsibility&, llvm::jitlink::LinkGraph&,
+                        llvm::jitlink::PassConfiguration& config) override {
+    // A static function called from its own section needs no relocation, so nothing refers to
+    // its symbol and JITLink's dead-stripping drops the symbol (not the code): keep the names.
+    config.PrePrunePasses.push_back([](llvm::jitlink::LinkGraph& g) {
+      for (llvm::jitlink::Symbol* sym : g.defined_symbols())
+        if (sym->hasName() && sym->isCallable()) sym->setLive(true);
+      return llvm::Error::success();
+    });
+    config.PostFixupPasses.push_back([this](llvm::jitlink::LinkGraph& g) {
+      write(g);
+      return llvm::Error::success();
+    });
+  }
+  llvm::Error notifyFailed(llvm::orc::MaterializationResponsibility&) override {
+    return llvm::Error::success();
+  }
+  llvm::Error notifyRemovingResources(llvm::orc::ResourceKey) override {
+    return llvm::Error::success();
+  }
+  void notifyTransferringResources(llvm::orc::ResourceKey, llvm::orc::ResourceKey) override {}
+
+ private:
+  void write(llvm::jitlink::LinkGraph& g) {
+    std::string module = g.getName();  // "gbx-<key>.o"
+    if (module.size() > 2 && module.compare(module.size() - 2, 2, ".o") == 0)
+      module.resize(module.size() - 2);
+    if (module.size() > 16) module.resize(16);  // "gbx-" + 12 hex digits of the key
+    std::string lines;
+    for (const llvm::jitlink::Symbol* sym : g.defined_symbols()) {
+      if (!sym->hasName() || !sym->isCallable() || sym->getSize() == 0) continue;
+      char head[64];
+      std::snprintf(head, sizeof head, "%llx %llx ",
+                    (unsigned long long)sym->getAddress().getValue(),
+                    (unsigned long long)sym->getSize());
+      lines += head + llvm::demangle(sym->getName().str()) + " [" + module + "]\n";
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    std::fputs(lines.c_str(), file_);
+    std::fflush(file_);
+  }
+
+  std::FILE* file_;
+  std::mutex mu_;
+};
+
+// Adds the profiling plugins when GBX_JIT_PROFILE is set; with it unset nothing is added, so
+// linking costs what it did. Returns "" or why a plugin could not be added (non-fatal).
+std::string add_profile_plugins(llvm::orc::LLJIT& jit) {
+  if (!jit_profile_enabled()) return "";
+  auto* layer = llvm::dyn_cast<llvm::orc::ObjectLinkingLayer>(&jit.getObjLinkingLayer());
+  if (!layer) return "GBX_JIT_PROFILE: the JIT's object layer is not JITLink";
+  std::string problems;
+  const std::string path = jit_perf_map_path();
+  if (std::FILE* f = std::fopen(path.c_str(), "w"))  // truncate a stale map of a reused pid
+    layer->addPlugin(std::make_unique<PerfMapPlugin>(f));
+  else
+    problems += "GBX_JIT_PROFILE: cannot write " + path + "; ";
+  // GDB's JIT interface: each linked object, its sections patched to their load addresses,
+  // goes on __jit_debug_descriptor's list. The registration function is taken by address
+  // (libLLVM exports it) rather than by dlsym, which misses it when libLLVM was loaded
+  // RTLD_LOCAL (a Python extension).
+  layer->addPlugin(std::make_unique<llvm::orc::DebugObjectManagerPlugin>(
+      jit.getExecutionSession(),
+      std::make_unique<llvm::orc::EPCDebugObjectRegistrar>(
+          jit.getExecutionSession(),
+          llvm::orc::ExecutorAddr::fromPtr(&llvm_orc_registerJITLoaderGDBWrapper))));
+  return problems;
+}
+
 class Jit {
  public:
   static Result<Jit*> get() {
@@ -271,6 +373,8 @@ class Jit {
         error = to_string(jit.takeError());
         return;
       }
+      if (std::string why = add_profile_plugins(**jit); !why.empty())
+        std::fprintf(stderr, "gbx: %s\n", why.c_str());
       instance = new Jit(std::move(*jit));  // process lifetime: JIT code may run until exit
     });
     if (!instance) return make_error(ErrorKind::Runtime, "cannot create the ORC JIT: " + error);

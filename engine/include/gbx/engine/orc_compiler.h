@@ -29,6 +29,12 @@ std::string cpu_compiler_identity();
 // Environment variables clang's driver reads, with their current values.
 std::vector<std::pair<std::string, std::string>> cpu_compiler_environment();
 
+// GBX_JIT_PROFILE set (and not "0") when first asked: kernels compile with -g and the JIT writes
+// a perf map and registers each module with GDB's JIT interface. Read once per process.
+bool jit_profile_enabled();
+// "/tmp/perf-<pid>.map" when profiling, else "".
+std::string jit_perf_map_path();
+
 Result<CpuCompileOutput> compile_cpu(const std::string& source, const std::string& file_name,
                                      const CpuCompileOptions& opts);
 

@@ -65,6 +65,23 @@ std::vector<uint8_t> ram_code_rom() {
   return build_rom(spec);
 }
 
+// At 0x4000 of banks 2 and 3 of an MBC1 ROM, a routine with the same addresses and other code:
+// a loop of `rounds` that counts in B (bank 2) or C (bank 3), then RET.
+void add_bank_loops(RomSpec& spec, int rounds) {
+  for (int bank : {2, 3}) {
+    Asm b(0x4000);
+    b.op("LD E,d8", rounds).label("l");
+    if (bank == 2)
+      b.op("INC B").op("LD A,B").op("ADD A,d8", 3).op("LD B,A");
+    else
+      b.op("INC C").op("LD A,C").op("XOR d8", 0x5A).op("LD C,A");
+    b.op("DEC E").op("JR NZ,r8", "l").op("RET");
+    auto code = b.assemble_flat();
+    REQUIRE_MESSAGE(code.ok(), (code.ok() ? "" : code.error().message));
+    spec.patches.emplace_back((uint32_t)bank * 0x4000u, code.value());
+  }
+}
+
 // MBC1, 128 KiB: the same address 0x4000 holds a different loop in banks 2 and 3; the main
 // loop switches between them and calls it. A kernel specialized for one bank must not run
 // its block while the other is mapped.
@@ -91,18 +108,7 @@ std::vector<uint8_t> banked_code_rom() {
       .op("LD (a16),A", 0xC001)
       .op("JR r8", "loop");
   check(a.place(spec));
-  for (int bank : {2, 3}) {
-    Asm b(0x4000);
-    b.op("LD E,d8", 10).label("l");
-    if (bank == 2)
-      b.op("INC B").op("LD A,B").op("ADD A,d8", 3).op("LD B,A");
-    else
-      b.op("INC C").op("LD A,C").op("XOR d8", 0x5A).op("LD C,A");
-    b.op("DEC E").op("JR NZ,r8", "l").op("RET");
-    auto code = b.assemble_flat();
-    REQUIRE_MESSAGE(code.ok(), (code.ok() ? "" : code.error().message));
-    spec.patches.emplace_back((uint32_t)bank * 0x4000u, code.value());
-  }
+  add_bank_loops(spec, 10);
   return build_rom(spec);
 }
 
@@ -149,18 +155,7 @@ std::vector<uint8_t> button_bank_rom() {
   a.label("loop").op("CALL a16", 0x4000).op("JR r8", "loop");
   auto placed = a.place(spec);
   REQUIRE_MESSAGE(placed.ok(), (placed.ok() ? "" : placed.error().message));
-  for (int bank : {2, 3}) {
-    Asm b(0x4000);
-    b.op("LD E,d8", 250).label("l");
-    if (bank == 2)
-      b.op("INC B").op("LD A,B").op("ADD A,d8", 3).op("LD B,A");
-    else
-      b.op("INC C").op("LD A,C").op("XOR d8", 0x5A).op("LD C,A");
-    b.op("DEC E").op("JR NZ,r8", "l").op("RET");
-    auto code = b.assemble_flat();
-    REQUIRE_MESSAGE(code.ok(), (code.ok() ? "" : code.error().message));
-    spec.patches.emplace_back((uint32_t)bank * 0x4000u, code.value());
-  }
+  add_bank_loops(spec, 250);
   return build_rom(spec);
 }
 

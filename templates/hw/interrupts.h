@@ -57,9 +57,8 @@ GBX_FN void service_events(Machine& bus) {
 
 // STOP mode (DMG): DIV is reset; the CPU sleeps until a button is pressed.
 GBX_FN void stop_enter(Machine& bus) {
-  apu_sync(bus, io_time(bus));
+  apu_div_reset(bus, io_time(bus));
   timer_write_div(bus, io_time(bus));
-  GBX_COLD(bus, apu_synced) = io_time(bus);
   timer_schedule(bus);
   events_reschedule(bus);
   bus.run_state = GBX_RUN_STOPPED;

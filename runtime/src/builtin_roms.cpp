@@ -852,8 +852,9 @@ std::vector<uint8_t> ie_push() {
 // table / gbdev "Sound Controller"): zeros written to FF10-FF25 read back as the masks.
 // NR52 (channel bits): all DACs off -> F0; CH1 triggered with length 2 and length enabled
 // -> F1, off after two 256 Hz length clocks (2 frames later: F0; length 2, not 1, so that
-// the extra length clock hardware gives in the first half of a sequencer period, which GBX
-// does not model, cannot empty the counter before the trigger reloads it); length 64 -> on after
+// the extra length clock hardware gives when length is enabled in the first half of a
+// sequencer period (templates/hw/io.h) cannot empty the counter before the trigger reloads
+// it); length 64 -> on after
 // 10 frames, off after 20 (64 / 256 s = 14.9 frames); triggered without length -> stays on
 // (F1); its DAC switched off (NR12 = 0) -> F0. Power off (NR52 = 0): NR52 70, every
 // register cleared (NR12 reads 00) and writes ignored (NR10 <- 7F still reads 80).

@@ -61,7 +61,7 @@ GBX_FN void service_events(Machine& bus) {
 // event while stopped, and the counter's epoch moved to the wake-up cycle (stop_leave) or, at
 // a step's end, to that cycle (timer_hold_stopped), so nothing counts across the sleep.
 GBX_FN void stop_enter(Machine& bus) {
-  apu_sync(bus, io_time(bus));
+  apu_div_reset(bus, io_time(bus));
   timer_write_div(bus, io_time(bus));
   GBX_COLD(bus, apu_synced) = io_time(bus);
   bus.run_state = GBX_RUN_STOPPED;

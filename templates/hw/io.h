@@ -55,27 +55,74 @@ GBX_FN void joyp_update(Machine& b, u8 select_byte, u8 buttons) {
   if (before & ~joyp_read(b) & 0x0F) b.iflag |= 0x10;
 }
 
-// APU without sound (Pan Docs "Audio Registers"): registers read back through their masks;
-// NR52 bits 0-3 say which channels are on. A trigger (NRx4 bit 7) with the DAC on turns a
-// channel on; its DAC off (NRx2 & 0xF8 == 0, NR30 bit 7 == 0) turns it off; with length
-// enabled (NRx4 bit 6) the length counter (64 - NRx1 & 63, or 256 - NR31) counts down at
-// 256 Hz and turns the channel off at 0. The 256 Hz clock is the frame sequencer's length
-// step: every 16384 T-cycles of the system counter (DIV bit 5 falling, i.e. every second
-// DIV-APU step of DIV bit 4). Not modelled: CH1 sweep overflow, the extra length clock when
-// length is enabled in the first half of a sequencer period, the sequencer step reset at
-// power on.
-#define GBX_APU_LENGTH_SHIFT 14
+// APU without sound (Pan Docs "Audio Registers", "Audio Details"; gbdev wiki "Gameboy sound
+// hardware"): registers read back through their masks; NR52 bits 0-3 say which channels are
+// on. A trigger (NRx4 bit 7) with the DAC on turns a channel on; its DAC off (NRx2 & 0xF8 == 0,
+// NR30 bit 7 == 0) turns it off; with length enabled (NRx4 bit 6) the length counter (64 -
+// NRx1 & 63, or 256 - NR31) counts down and turns the channel off at 0.
+//
+// Frame sequencer: a 3-bit step counter clocked at 512 Hz by the falling edge of bit 12 of
+// the system counter (DIV bit 4), i.e. every 8192 T-cycles; steps 0, 2, 4, 6 clock the length
+// counters, steps 2 and 6 the CH1 sweep, step 7 the envelopes (not modelled: no output).
+// Nothing ticks per cycle: apu_sync counts the edges since apu_synced from div_epoch. Edge k
+// (the counter reaching k * 8192 since div_epoch) runs step (k + offset) & 7; the offset
+// (GBX_APU_FS) makes the step after a power-on step 0 and keeps the count through DIV resets.
+// Not modelled: envelopes, wave RAM access while CH3 plays, the CH3 position.
+#define GBX_APU_FS_SHIFT 13
+#define GBX_APU_FREQ 4    // apu_length_of()[4]: CH1 frequency as written to NR13/NR14 (11 bits)
+#define GBX_APU_SHADOW 5  // [5]: CH1 sweep shadow frequency
+#define GBX_APU_SWEEP 6   // [6]: bits 0-3 sweep timer (1-8), bit 4 enabled, bit 5 negate used
+#define GBX_APU_FS 7      // [7]: frame-sequencer step offset (bits 0-2)
+#define GBX_APU_SWEEP_ON 0x10u
+#define GBX_APU_SWEEP_NEG_USED 0x20u
 
 GBX_FN u32 apu_nrx4(u32 ch) { return 0xFF14u + 5u * ch; }
 
-GBX_FN void apu_sync(Machine& b, i64 now) {
-  // Never backwards: an epilog reads NR52 at io_time, 3 T before the cycle the step's end
-  // synced to (GPU kernels keep apu_synced in the state array, so it would stick).
-  if (now <= GBX_COLD(b, apu_synced)) return;
-  const i64 n = ((now - GBX_COLD(b, div_epoch)) >> GBX_APU_LENGTH_SHIFT) -
-                ((GBX_COLD(b, apu_synced) - GBX_COLD(b, div_epoch)) >> GBX_APU_LENGTH_SHIFT);
-  GBX_COLD(b, apu_synced) = now;
-  if (n <= 0) return;
+// The sequencer edge count at `t`, plus the offset: its low 3 bits are the last step run.
+GBX_FN i64 apu_fs_count(Machine& b, i64 t) {
+  return ((t - GBX_COLD(b, div_epoch)) >> GBX_APU_FS_SHIFT) + (apu_length_of(b)[GBX_APU_FS] & 7);
+}
+
+// gbdev "Gameboy sound hardware", Frequency Sweep: the new frequency is the shadow frequency
+// plus or minus (NR10 bit 3) itself shifted right by NR10 bits 0-2; over 2047 turns CH1 off.
+GBX_FN u32 apu_sweep_calc(Machine& b) {
+  u16* st = apu_length_of(b);
+  const u8 nr10 = *io_reg(b, 0xFF10);
+  const u32 shadow = st[GBX_APU_SHADOW], delta = shadow >> (nr10 & 7);
+  u32 f = shadow + delta;
+  if (nr10 & 0x08) {
+    f = shadow - delta;
+    st[GBX_APU_SWEEP] |= GBX_APU_SWEEP_NEG_USED;
+  }
+  if (f > 2047) *io_reg(b, 0xFF26) &= (u8)~1u;
+  return f;
+}
+
+// One sweep clock (frame-sequencer steps 2 and 6). The timer treats a period of 0 as 8; at 0
+// it reloads and, enabled with a nonzero period, computes a frequency: one <= 2047 with a
+// nonzero shift is written to the shadow and NR13/NR14, then computed again for the overflow
+// check only (gbdev "Gameboy sound hardware").
+GBX_FN void apu_sweep_clock(Machine& b) {
+  u16* st = apu_length_of(b);
+  const u32 period = (*io_reg(b, 0xFF10) >> 4) & 7;
+  u32 timer = st[GBX_APU_SWEEP] & 15u;
+  timer = timer > 1 ? timer - 1 : 0;
+  if (timer == 0) {
+    timer = period ? period : 8;
+    if ((st[GBX_APU_SWEEP] & GBX_APU_SWEEP_ON) && period) {
+      const u32 f = apu_sweep_calc(b);
+      if (f <= 2047 && (*io_reg(b, 0xFF10) & 7)) {
+        st[GBX_APU_SHADOW] = (u16)f;
+        st[GBX_APU_FREQ] = (u16)f;
+        apu_sweep_calc(b);
+      }
+    }
+  }
+  st[GBX_APU_SWEEP] = (u16)((st[GBX_APU_SWEEP] & ~15u) | timer);
+}
+
+// n length clocks.
+GBX_FN void apu_length_clocks(Machine& b, i64 n) {
   u8* nr52 = io_reg(b, 0xFF26);
   for (u32 ch = 0; ch < 4; ++ch) {
     if (!(*io_reg(b, apu_nrx4(ch)) & 0x40) || apu_length_of(b)[ch] == 0) continue;
@@ -88,21 +135,74 @@ GBX_FN void apu_sync(Machine& b, i64 now) {
   }
 }
 
+GBX_FN void apu_sync(Machine& b, i64 now) {
+  // Never backwards: an epilog reads NR52 at io_time, 3 T before the cycle the step's end
+  // synced to (GPU kernels keep apu_synced in the state array, so it would stick).
+  if (now <= GBX_COLD(b, apu_synced)) return;
+  const i64 from = apu_fs_count(b, GBX_COLD(b, apu_synced)), to = apu_fs_count(b, now);
+  GBX_COLD(b, apu_synced) = now;
+  if (to <= from || !(*io_reg(b, 0xFF26) & 0x80)) return;
+  // Steps 2 and 6 (count = 2 mod 4) clock the sweep, even steps the length counters; a sweep
+  // step is also a length step, and the two only ever turn channels off, so the length
+  // counters take their clocks in one go after the sweep.
+  if ((*io_reg(b, 0xFF26) & 1) && (apu_length_of(b)[GBX_APU_SWEEP] & GBX_APU_SWEEP_ON)) {
+    for (i64 k = ((from + 2) >> 2) + 1; k <= ((to + 2) >> 2); ++k) {
+      apu_sweep_clock(b);
+      if (!(*io_reg(b, 0xFF26) & 1)) break;
+    }
+  }
+  apu_length_clocks(b, (to >> 1) - (from >> 1));
+}
+
+// DIV reset (a DIV write, STOP): the system counter restarts at 0. Bit 12 going from 1 to 0 is
+// a sequencer edge; the step count carries on from where it was.
+GBX_FN void apu_div_reset(Machine& b, i64 now) {
+  apu_sync(b, now);
+  const bool edge = (((now - GBX_COLD(b, div_epoch)) >> 12) & 1) != 0;
+  const i64 count = apu_fs_count(b, now);
+  u16* st = apu_length_of(b);
+  st[GBX_APU_FS] = (u16)(count & 7);  // the new epoch starts at the same step
+  GBX_COLD(b, apu_synced) = now;
+  if (edge && (*io_reg(b, 0xFF26) & 0x80)) {
+    const u32 step = (u32)(count + 1) & 7;
+    st[GBX_APU_FS] = (u16)step;
+    if (step == 2 || step == 6) {
+      if ((*io_reg(b, 0xFF26) & 1) && (st[GBX_APU_SWEEP] & GBX_APU_SWEEP_ON)) apu_sweep_clock(b);
+    }
+    if (!(step & 1)) apu_length_clocks(b, 1);
+  }
+}
+
 GBX_FN bool apu_dac_on(Machine& b, u32 ch) {
   if (ch == 2) return (*io_reg(b, 0xFF1A) & 0x80) != 0;
   return (*io_reg(b, 0xFF12 + 5u * ch) & 0xF8) != 0;
+}
+
+// True when the sequencer's next step does not clock the length counters (an odd step).
+GBX_FN bool apu_next_step_skips_length(Machine& b, i64 now) {
+  return ((apu_fs_count(b, now) + 1) & 1) != 0;
 }
 
 GBX_FN void apu_write(Machine& b, u32 addr, u8 v) {
   const i64 now = io_time(b);
   apu_sync(b, now);
   u8* nr52 = io_reg(b, 0xFF26);
+  u16* st = apu_length_of(b);
   if (addr == 0xFF26) {
     if (!(v & 0x80)) {
-      // Power off clears every sound register (wave RAM keeps its bytes).
+      // Power off clears every sound register (wave RAM and, on DMG, the length counters keep
+      // their values).
       for (u32 r = 0xFF10; r < 0xFF26; ++r) *io_reg(b, r) = io_read_mask(r);
       *nr52 = 0x70;
+      st[GBX_APU_FREQ] = 0;
+      st[GBX_APU_SHADOW] = 0;
+      st[GBX_APU_SWEEP] = 0;
     } else {
+      if (!(*nr52 & 0x80)) {
+        // Power on resets the frame sequencer: the next step is step 0.
+        const i64 edges = (now - GBX_COLD(b, div_epoch)) >> GBX_APU_FS_SHIFT;
+        st[GBX_APU_FS] = (u16)((7 - edges) & 7);
+      }
       *nr52 = (u8)(0xF0 | (*nr52 & 0x0F));
     }
     return;
@@ -110,16 +210,46 @@ GBX_FN void apu_write(Machine& b, u32 addr, u8 v) {
   const bool length_reg = addr == 0xFF11 || addr == 0xFF16 || addr == 0xFF1B || addr == 0xFF20;
   const u32 ch = addr == 0xFF1B ? 2u : (addr - 0xFF10u) / 5u;
   if (addr < 0xFF30) {
-    if (length_reg) apu_length_of(b)[ch] = (u16)(ch == 2 ? 256 - v : 64 - (v & 0x3F));
+    if (length_reg) st[ch] = (u16)(ch == 2 ? 256 - v : 64 - (v & 0x3F));
     // Powered off, only the length counters take writes (DMG).
     if (!(*nr52 & 0x80)) return;
   }
+  const u8 old = *io_reg(b, addr);
   *io_reg(b, addr) = (u8)(v | io_read_mask(addr));
   if (addr >= 0xFF30 || addr > 0xFF23) return;
   const u32 reg = addr == 0xFF1A ? 0u : addr - 0xFF10u - 5u * ch;
-  if (reg == 4 && (v & 0x80)) {  // trigger
-    if (apu_length_of(b)[ch] == 0) apu_length_of(b)[ch] = (u16)(ch == 2 ? 256 : 64);
-    if (apu_dac_on(b, ch)) *nr52 |= (u8)(1u << ch);
+  if (addr == 0xFF10) {
+    // Clearing negate after a calculation used it since the trigger turns CH1 off.
+    if ((old & 0x08) && !(v & 0x08) && (st[GBX_APU_SWEEP] & GBX_APU_SWEEP_NEG_USED))
+      *nr52 &= (u8)~1u;
+    return;
+  }
+  if (addr == 0xFF13) st[GBX_APU_FREQ] = (u16)((st[GBX_APU_FREQ] & 0x700u) | v);
+  if (addr == 0xFF14) st[GBX_APU_FREQ] = (u16)((st[GBX_APU_FREQ] & 0xFFu) | ((v & 7u) << 8));
+  if (reg == 4) {
+    const u16 full = (u16)(ch == 2 ? 256 : 64);
+    const bool skip = apu_next_step_skips_length(b, now);
+    // Enabling length when the next step does not clock it clocks it once now; reaching 0
+    // without a trigger turns the channel off (gbdev "Gameboy sound hardware", Obscure
+    // Behavior).
+    if (skip && !(old & 0x40) && (v & 0x40) && st[ch] != 0) {
+      st[ch] = (u16)(st[ch] - 1);
+      if (st[ch] == 0 && !(v & 0x80)) *nr52 &= (u8)~(1u << ch);
+    }
+    if (v & 0x80) {  // trigger
+      // A zero length reloads to 64 (256), minus the one clock above in that case.
+      if (st[ch] == 0) st[ch] = (u16)(skip && (v & 0x40) ? full - 1 : full);
+      if (apu_dac_on(b, ch)) *nr52 |= (u8)(1u << ch);
+      if (ch == 0) {
+        // Sweep on trigger: shadow = frequency, timer reloaded (0 -> 8), enabled if period or
+        // shift is nonzero, and with a nonzero shift an immediate overflow check.
+        const u8 nr10 = *io_reg(b, 0xFF10);
+        const u32 period = (nr10 >> 4) & 7;
+        st[GBX_APU_SHADOW] = st[GBX_APU_FREQ];
+        st[GBX_APU_SWEEP] = (u16)((period ? period : 8) | ((nr10 & 0x77) ? GBX_APU_SWEEP_ON : 0));
+        if (nr10 & 7) apu_sweep_calc(b);
+      }
+    }
   }
   if (!apu_dac_on(b, ch)) *nr52 &= (u8)~(1u << ch);
 }
@@ -168,10 +298,9 @@ GBX_NOINLINE void io_write(Machine& b, u32 addr, u8 v) {
       events_reschedule(b);
       return;
     case 0xFF04:
-      apu_sync(b, now);  // the length clock follows the system counter being reset
+      apu_div_reset(b, now);  // the frame sequencer follows the system counter being reset
       serial_div_reset(b, now);
       timer_write_div(b, now);
-      GBX_COLD(b, apu_synced) = now;
       break;
     case 0xFF05: timer_write_tima(b, now, v); break;
     case 0xFF06: timer_write_tma(b, now, v); break;

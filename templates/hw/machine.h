@@ -90,7 +90,7 @@ struct Machine {
   i64 joyp_event;    // cycle at which the step's buttons are released (release_after_frames)
 #if !GBX_CORE_SPLIT
   i64 apu_synced;    // APU length counters are up to date at this cycle
-  u16* apu_length;   // 4 length counters (ch1-ch4), counting down at 256 Hz
+  u16* apu_length;   // GBX_APU_WORDS: 4 length counters (ch1-ch4), then CH1 sweep state
   u8* GBX_RESTRICT rtc;    // MBC3 clock: S M H DL DH counting, then the latched copies
   i64 rtc_second_start;    // cycle at which the clock's current second began
 #endif
@@ -134,7 +134,9 @@ GBX_FN i64 io_time(const Machine& b) { return b.cycles - 3; }
 GBX_FN u8* serial_buf_of(const Machine& b) {
   return b.p->s.serial_buf + (u64)b.env * GBX_SERIAL_CAPACITY;
 }
-GBX_FN u16* apu_length_of(const Machine& b) { return b.p->s.apu_length + 4 * (u64)b.env; }
+GBX_FN u16* apu_length_of(const Machine& b) {
+  return b.p->s.apu_length + GBX_APU_WORDS * (u64)b.env;
+}
 GBX_FN u8* rtc_of(const Machine& b) { return b.p->s.rtc_regs + (u64)b.env * GBX_RTC_BYTES; }
 #else
 GBX_FN u8* serial_buf_of(const Machine& b) { return b.serial_buf; }

@@ -37,7 +37,7 @@
   X(trap_opcode, 1)                    \
   X(tima_reload, 8)                    \
   X(apu_synced, 8)                     \
-  X(apu_length, 8)                     \
+  X(apu_length, 2 * GBX_APU_WORDS)     \
   X(joyp_held, 1)                      \
   X(user_prev, 4 * GBX_USER_TRACK_MAX) \
   X(user_prev_valid, 1)                \

@@ -7,6 +7,7 @@ no-op frames (compared with cpu on obs_v0, which both write)."""
 import textwrap
 
 import numpy as np
+import pytest
 
 from conftest import ROM
 from test_cuda_arrays import run_on_double
@@ -98,6 +99,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.cuda_double
 def test_cuda_equals_cpu_on_the_driver_double():
     out = run_on_double(SCRIPT)
     assert out.strip().splitlines()[-1].startswith("OK"), out

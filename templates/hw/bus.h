@@ -39,7 +39,8 @@ GBX_NOINLINE void dma_settle(Machine& b, i64 now) {
 // while a previous one is running, the previous one is not immediately stopped").
 GBX_NOINLINE bool dma_blocks(Machine& b, u32 addr) {
   dma_settle(b, io_time(b));
-  if (io_time(b) < dma_start(b) && io_time(b) >= b.dma_overlap_end) return false;  // not yet
+  if (io_time(b) < dma_start(b) && io_time(b) - (dma_start(b) - 8) >= (i64)b.dma_overlap)
+    return false;  // not yet
   if (addr >= 0xFF00u) return false;
   if (addr >= 0xFE00u) return true;
   return dma_bus_of(addr) == dma_bus_of((u32)*io_reg(b, 0xFF46) << 8);
@@ -149,8 +150,8 @@ GBX_FN u8 view_read(Machine& b, u32 addr) {
 GBX_FN void oam_dma(Machine& b, u8 page) {
   const i64 now = io_time(b);
   const bool running = now >= dma_start(b) && now < b.dma_end;
-  b.dma_overlap_end = running ? (b.dma_end < now + 8 ? b.dma_end : now + 8) : GBX_NEVER_PAST;
-  b.dma_pending = (u32)page + 1u;
+  b.dma_overlap = running ? (u8)(b.dma_end < now + 8 ? b.dma_end - now : 8) : 0;
+  b.dma_pending = (u16)(page + 1u);
   b.dma_end = now + 8 + 640;
 }
 #endif

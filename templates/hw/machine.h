@@ -109,8 +109,11 @@ struct Machine {
   // Last, so the hot fields keep the layout the CPU kernel was measured with. OAM DMA
   // (hw/bus.h), not part of the saved state: both span the 2 set-up M-cycles after an FF46
   // write (a step's end lands the bytes; the overlap is lost if a step ends inside them).
-  i64 dma_overlap_end;  // a DMA restarted while one ran: the old one keeps the bus until here
-  u32 dma_pending;      // FF46 + 1 of a DMA whose bytes are not in OAM yet (0: none)
+  // Small, so that the GPU's per-env frame keeps its measured 128 B (test_cuda_compile).
+  u16 dma_pending;  // FF46 + 1 of a DMA whose bytes are not in OAM yet (0: none)
+  // A DMA restarted while one ran: the old one keeps the bus until this many T-cycles after
+  // the FF46 write (1-8; 0: no overlap). The write was at dma_start() - 8.
+  u8 dma_overlap;
 };
 
 // The one place that knows where byte `off` of this env's writable memory lives (gbx_abi.h

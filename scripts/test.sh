@@ -23,7 +23,7 @@ step() { echo "== test: $* ($(date -u +%H:%M:%S), ${SECONDS}s)"; }
 skip_summary() {
   local log="$build/Testing/Temporary/LastTest.log" lines
   lines=$(grep -h '^\[skipped\]' "$log" 2>/dev/null | sort | uniq -c || true)
-  echo "skipped test cases in this ctest run: $(grep -c '^\[skipped\]' "$log" 2>/dev/null || echo 0)"
+  echo "skipped test cases in this ctest run: $(grep -c '^\[skipped\]' "$log" 2>/dev/null || true)"
   [ -z "$lines" ] || echo "$lines"
 }
 

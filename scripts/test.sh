@@ -110,7 +110,12 @@ if [ "$pytest_rc" -eq 5 ]; then
 fi
 [ "$pytest_rc" -eq 0 ] || exit 1
 
-# 5. ASan/UBSan build of the suite (GBX's own code; JIT-compiled kernels are not instrumented):
+# 5. The docs site, strict (broken links, pages missing from the nav, public names without a
+#    docstring), README.md's length, links and suite counts (scripts/docs.sh).
+step "docs site"
+"$root/scripts/docs.sh" >/dev/null
+
+# 6. ASan/UBSan build of the suite (GBX's own code; JIT-compiled kernels are not instrumented):
 #    the second C++ build; what it runs and leaves out is in scripts/test-asan.sh.
 if [ "${GBX_TEST_ASAN:-1}" != 0 ]; then
   step "ASan/UBSan build"

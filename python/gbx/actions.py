@@ -34,21 +34,28 @@ BUTTON_NAMES = ("A", "B", "SELECT", "START", "RIGHT", "LEFT", "UP", "DOWN")
 
 @dataclass(frozen=True)
 class DiscreteCodec:
+    """A discrete action set: action i presses the buttons of joypad byte ``buttons[i]``."""
+
     name: str
     buttons: tuple[int, ...]  # joypad byte of each action
     labels: tuple[str, ...]
 
     @property
     def space(self) -> spaces.Space:
+        """The Gymnasium space of one env's action: ``Discrete(len(buttons))``."""
         return spaces.Discrete(len(self.buttons))
 
 
 @dataclass(frozen=True)
 class MultiBinaryCodec:
+    """Eight independent buttons per env: bit i of the action is button i (A, B, SELECT,
+    START, RIGHT, LEFT, UP, DOWN)."""
+
     name: str = "multibinary"
 
     @property
     def space(self) -> spaces.Space:
+        """The Gymnasium space of one env's action: ``MultiBinary(8)``."""
         return spaces.MultiBinary(8)
 
 
@@ -66,6 +73,7 @@ CODECS = {
 
 
 def get_codec(name: str):
+    """The action codec named ``name`` (a key of :data:`CODECS`); ValueError otherwise."""
     if not isinstance(name, str) or name not in CODECS:
         raise ValueError(f"unknown action codec {name!r} (choose one of {', '.join(CODECS)})")
     return CODECS[name]

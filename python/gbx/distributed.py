@@ -181,6 +181,7 @@ class ShardedVecEnv(gym.vector.VectorEnv):
         return [slice(o, o + n) for o, n in zip(self.offsets, self.sizes)]
 
     def reset(self, *, seed: int | list | None = None, options: dict | None = None):
+        """As :meth:`gbx.VecEnv.reset`, every shard at once (per-env seeds sliced per shard)."""
         mask = None if not options else options.get("reset_mask")
         if mask is not None:
             mask = np.asarray(mask)
@@ -204,6 +205,7 @@ class ShardedVecEnv(gym.vector.VectorEnv):
         return obs, _merge_infos([r[1] for r in results], self.sizes)
 
     def step(self, actions):
+        """As :meth:`gbx.VecEnv.step`: each shard steps its slice of ``actions`` in parallel."""
         actions = np.asarray(actions)
         if actions.shape[:1] != (self.num_envs,):
             raise ValueError(
@@ -225,6 +227,7 @@ class ShardedVecEnv(gym.vector.VectorEnv):
         return np.concatenate(self.call_shards("read_memory", lo, hi), axis=0)
 
     def close_extras(self, **kwargs):
+        """Stops the shard actors."""
         actors, self._actors = getattr(self, "_actors", []), []
         if actors:
             try:

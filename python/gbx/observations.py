@@ -56,6 +56,8 @@ KEYS = ("vec", "pixels", "ram")
 
 @dataclass(frozen=True)
 class ObsSpec:
+    """A parsed observation spec: which arrays each step returns and how they are shaped."""
+
     keys: tuple[str, ...]  # in the order given
     pixels: str | None = None  # format, when "pixels" is a key
     ram: tuple[int, ...] = ()
@@ -65,13 +67,16 @@ class ObsSpec:
 
     @property
     def luminance(self) -> bool:
+        """Whether pixels are returned as luminance (255 white) instead of shade indices."""
         return self.pixels is not None and self.pixel_values == "luminance"
 
     @property
     def kernel_obs(self) -> str:
+        """The observation epilog the kernel is synthesized with: ``"pixels"`` or ``"vec"``."""
         return "pixels" if self.pixels else "vec"
 
     def single_space(self, key: str) -> spaces.Box:
+        """The Box space of one env's array ``key`` (frame stacking included)."""
         if key == "vec":
             shape, low, high, dtype = (OBS_V0_DIM,), 0.0, 1.0, np.float32
         elif key == "pixels":
@@ -84,12 +89,15 @@ class ObsSpec:
         return spaces.Box(low, high, shape=shape, dtype=dtype)
 
     def space(self) -> spaces.Space:
+        """One env's observation space: a Box for a one-key spec, else a Dict of Boxes."""
         if self.single:
             return self.single_space(self.keys[0])
         return spaces.Dict({k: self.single_space(k) for k in self.keys})
 
 
 def parse_obs(obs, frame_stack: int = 1, pixel_values: str = "shades") -> ObsSpec:
+    """Checks an ``obs=`` argument of :class:`gbx.VecEnv` and returns its :class:`ObsSpec`;
+    a malformed spec raises one ValueError naming the problem."""
     if isinstance(frame_stack, bool) or not isinstance(frame_stack, (int, np.integer)):
         raise ValueError(f"frame_stack must be an int >= 1 (got {frame_stack!r})")
     if frame_stack < 1:

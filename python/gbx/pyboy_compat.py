@@ -646,7 +646,7 @@ def compare_with_pyboy(rom: str | bytes | os.PathLike, import_frame: int = 120, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """python -m gbx.pyboy_compat ROM... [--import-frame N] [--frames M] (ROM: .gb or builtin:NAME)"""
+    """``python -m gbx.pyboy_compat ROM... [--import-frame N] [--frames M]`` (ROM: .gb or builtin:NAME)"""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m gbx.pyboy_compat", description=main.__doc__)

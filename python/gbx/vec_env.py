@@ -252,6 +252,9 @@ class VecEnv(gym.vector.VectorEnv):
         return self._obs.observe(fresh=mask, stepped=False), {}
 
     def step(self, actions):
+        """Steps every env ``frames_per_step`` frames with ``actions`` (one per env, in the
+        action codec's space); returns ``(obs, reward, terminated, truncated, info)``.
+        Envs that ended on the previous step are reset instead (autoreset ``NEXT_STEP``)."""
         native = self._live()
         if not self._reset_called:
             raise RuntimeError("call reset() before step()")
@@ -322,6 +325,7 @@ class VecEnv(gym.vector.VectorEnv):
         return _SHADE_RGB[self._live().screen(0)]
 
     def close_extras(self, **kwargs):
+        """Releases the backend (Gymnasium's ``close()`` calls this once)."""
         self._native = None
         self._obs = None
 

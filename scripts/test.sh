@@ -103,7 +103,7 @@ nvrtc_lib=$(ls "${nvrtc_venv:-/nonexistent}"/lib/python3*/site-packages/nvidia/{
 pytest_rc=0
 (cd "$root/tests/python" && env GBX_TEST_REQUIRE_CUDA_DOUBLE=1 \
   ${nvrtc_lib:+"GBX_NVRTC_LIBRARY=$nvrtc_lib"} \
-  "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider .) || pytest_rc=$?
+  GBX_TEST_REQUIRE_MGBA=1 "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider .) || pytest_rc=$?
 if [ "$pytest_rc" -eq 5 ]; then
   echo "error: pytest collected no tests in tests/python" >&2
   exit 1

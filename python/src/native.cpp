@@ -20,6 +20,7 @@
 #include "gbx/runtime/cpu_backend.h"
 #include "gbx/runtime/cuda_backend.h"
 #include "gbx/runtime/env_state.h"
+#include "gbx/runtime/mgba_backend.h"
 #include "gbx/runtime/rom.h"
 #include "gbx/runtime/save_state.h"
 #include "gbx/runtime/specialize.h"
@@ -634,6 +635,8 @@ NB_MODULE(_native, m) {
   m.def(
       "set_template_root", [](const std::string& p) { gbx::TemplateBundle::set_default_root(p); },
       "path"_a, "Templates the kernels are generated from (the package's own copy).");
+  m.def("mgba_built_in", &gbx::mgba_built_in,
+        "Whether this build has the mgba device (built where libmgba-dev was installed).");
   m.def("template_root", []() { return gbx::TemplateBundle::default_root().string(); });
   m.attr("ABI_VERSION") = GBX_ABI_VERSION;
   m.attr("USER_TRACK_MAX") = GBX_USER_TRACK_MAX;

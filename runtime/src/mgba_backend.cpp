@@ -2,9 +2,12 @@
 
 #if !GBX_WITH_MGBA
 namespace gbx {
+bool mgba_built_in() { return false; }
+
 Result<std::unique_ptr<Backend>> make_mgba_backend(const Rom&, const BackendConfig&) {
   return make_error(ErrorKind::Usage,
-                    "the mgba backend is not built in (configured with GBX_WITH_MGBA=OFF)");
+                    "the mgba device is not built in: install the Debian package libmgba-dev "
+                    "and rebuild (pip install . again)");
 }
 }  // namespace gbx
 #else
@@ -882,6 +885,8 @@ Result<int64_t> MgbaBackend::frames(int env) {
   if (Status st = impl_->check_env(env); !st) return st.take_error();
   return impl_->envs[env]->frames;
 }
+
+bool mgba_built_in() { return true; }
 
 Result<std::unique_ptr<Backend>> make_mgba_backend(const Rom& rom, const BackendConfig& cfg) {
   auto b = MgbaBackend::create(rom, cfg);

@@ -21,6 +21,24 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "cuda_double: runs the cuda backend on the CUDA driver double (tests/cuda_double)"
     )
+    config.addinivalue_line(
+        "markers", "mgba: needs the mgba device (the wheel builds it where libmgba-dev is installed)"
+    )
+
+
+def pytest_runtest_setup(item):
+    """A wheel built without libmgba-dev has no mgba device: its tests skip saying so, unless
+    GBX_TEST_REQUIRE_MGBA=1 (scripts/test.sh, whose build has it) turns that into a failure."""
+    if "mgba" not in item.keywords:
+        return
+    from gbx import _native
+
+    if _native.mgba_built_in():
+        return
+    why = "this gbx wheel was built without the mgba device (libmgba-dev absent)"
+    if os.environ.get("GBX_TEST_REQUIRE_MGBA") == "1":
+        pytest.fail(why + " but GBX_TEST_REQUIRE_MGBA=1")
+    pytest.skip(why)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -106,6 +106,7 @@ def test_cuda_equals_cpu_on_the_driver_double():
     print(out.strip().splitlines()[-1])
 
 
+@pytest.mark.mgba
 def test_mgba_runs_the_same_noop_frames(gbx):
     # The reference emulator, with resets by truncation and reset no-op frames in one call:
     # obs_v0 (registers and C000-C00F) equals the cpu kernel's at every step.

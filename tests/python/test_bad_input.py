@@ -219,3 +219,15 @@ def test_rom_larger_than_its_size_byte(gbx, tmp_path):
     with pytest.raises(ValueError, match="says 32 KiB but the file is 65536 bytes") as ei:
         gbx.VecEnv(str(path), num_envs=1)
     one_line(ei)
+
+
+def test_a_wheel_without_mgba_says_how_to_get_it(gbx):
+    """Built without libmgba-dev (pip install . on a machine without it), device='mgba' is one
+    clear line naming the package. The wheel CI builds has the device: this case runs in a wheel
+    built with -DGBX_WITH_MGBA=OFF (or AUTO without the package)."""
+    if gbx._native.mgba_built_in():
+        pytest.skip("this wheel has the mgba device")
+    with pytest.raises(Exception, match="install the Debian package libmgba-dev") as e:
+        gbx.VecEnv("builtin:ALU_LOOP", num_envs=1, obs="vec", device="mgba")
+    assert "\n" not in str(e.value)
+

@@ -1,5 +1,6 @@
 """Same seed, same trajectory; the cpu kernel agrees with the mGBA reference on obs_v0."""
 import numpy as np
+import pytest
 
 from conftest import ROM
 
@@ -28,6 +29,7 @@ def test_seed_matters_through_noops(gbx):
     assert any(not np.array_equal(x, y) for x, y in zip(a, b))
 
 
+@pytest.mark.mgba
 def test_cpu_kernel_matches_mgba_on_obs_v0(gbx):
     cpu = gbx._native.Backend(ROM, backend="cpu", num_envs=2, frames_per_step=3, threads=1)
     ref = gbx._native.Backend(ROM, backend="mgba", num_envs=2, frames_per_step=3, threads=1)

@@ -194,6 +194,7 @@ def test_bad_frame_stack(gbx, k):
         gbx.VecEnv(ROM, num_envs=1, obs="vec", frame_stack=k)
 
 
+@pytest.mark.mgba
 def test_mgba_backend_gathers_the_same_ram(gbx):
     spec = {"vec": True, "ram": ADDRS}
     cpu = make(gbx, spec, rom=COUNTER_ROM)

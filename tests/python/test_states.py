@@ -81,6 +81,10 @@ def test_copy_state_clones_one_env_into_others(env, gbx):
         env.copy_state(N, np.ones(N, dtype=bool))
     with pytest.raises(ValueError, match="dst_mask must be a bool array"):
         env.copy_state(0, np.ones(N - 1, dtype=bool))
+
+
+@pytest.mark.mgba
+def test_copy_state_is_refused_on_mgba(gbx):
     ref = gbx.VecEnv(COUNTER_ROM, num_envs=2, obs="vec", device="mgba")
     with pytest.raises(ValueError, match="cannot copy states between envs"):
         ref.copy_state(0, np.array([False, True]))

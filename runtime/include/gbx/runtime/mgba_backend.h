@@ -95,6 +95,9 @@ class MgbaBackend final : public Backend {
   std::unique_ptr<Impl> impl_;
 };
 
+// Whether this build has the mgba device (GBX_WITH_MGBA: libmgba-dev was there at configure).
+bool mgba_built_in();
+
 Result<std::unique_ptr<Backend>> make_mgba_backend(const Rom& rom, const BackendConfig& cfg);
 
 }  // namespace gbx

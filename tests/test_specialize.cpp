@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -502,6 +504,34 @@ TEST_CASE("finish_tier_up waits for the compile and swaps the specialized kernel
     REQUIRE(dut.value()->step({}).ok());
   }
   CHECK(ref->save_state(0).value() == dut.value()->save_state(0).value());
+}
+
+TEST_CASE("a specialization that fails is an error from finish_tier_up, the interpreter goes on") {
+  // The specialized kernel is generated from the templates when the profile ends: a copy of
+  // them whose specialized-block helpers no longer compile makes that compile fail.
+  test::TempDir d;
+  const auto templates = d.path / "templates";
+  std::filesystem::copy(std::filesystem::path(GBX_TEST_SOURCE_DIR) / ".." / "templates", templates,
+                        std::filesystem::copy_options::recursive);
+  setenv("GBX_TEMPLATE_DIR", templates.c_str(), 1);
+  auto rom = load_rom("builtin:ALU_LOOP");
+  REQUIRE(rom.ok());
+  BackendConfig cfg;
+  cfg.num_envs = 1;
+  cfg.threads = 1;
+  cfg.specialize_auto_frames = 2;
+  auto dut = CpuBackend::create(rom.value(), cfg);
+  REQUIRE_MESSAGE(dut.ok(), (dut.ok() ? "" : dut.error().message));
+  std::ofstream(templates / "kernel" / "spec_bus.h") << "#error broken on purpose\n";
+  for (int i = 0; i < 2; ++i) REQUIRE(dut.value()->step({}).ok());
+  const Status st = dut.value()->finish_tier_up();
+  unsetenv("GBX_TEMPLATE_DIR");
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().kind == ErrorKind::Compile);
+  CHECK(st.error().message.find("the ROM-specialized kernel failed: ") == 0);
+  CHECK(dut.value()->specialize_status().rfind("failed: ", 0) == 0);
+  CHECK(dut.value()->step({}).ok());  // still the interpreter
+  CHECK_FALSE(dut.value()->finish_tier_up().ok());  // asked again: the same failure
 }
 
 TEST_CASE("the tools under --specialize auto: verify checks, bench times the specialized kernel") {

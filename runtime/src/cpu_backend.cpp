@@ -52,7 +52,7 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const Bac
       return make_error(ErrorKind::Usage,
                         "specialize auto needs no other plan, memory model dmg, run mode frames");
     p.profile = true;
-    b->auto_status_ = "profiling";
+    b->tier_.start(cfg.specialize_auto_frames);
   }
   KernelCache cache;
   auto k = build_cpu_kernel(bundle.value(), p, cache);
@@ -153,7 +153,7 @@ Status CpuBackend::copy_state(int src, const std::vector<uint8_t>& dst_mask) {
 CpuBackend::~CpuBackend() {
   // A compile still running finishes on its thread before the backend goes (it owns nothing
   // of ours, but the JIT session outlives it only this way).
-  if (auto_compile_.valid()) auto_compile_.wait();
+  tier_.wait();
 }
 
 void CpuBackend::use_kernel(CpuKernel k) {
@@ -162,51 +162,25 @@ void CpuBackend::use_kernel(CpuKernel k) {
   state_.set_memory_reader(read_memory_);
 }
 
-// The tiers: profile, then compile in the background (the profiling kernel keeps running with
-// counting off), then swap in the specialized kernel between two steps: same state ABI.
+// The tiers (tier_up.h): profile, then compile in the background (the profiling kernel keeps
+// running with counting off), then swap in the specialized kernel between two steps.
 void CpuBackend::auto_tier_after_step(int frames) {
-  if (auto_status_ == "profiling") {
-    auto_frames_ += frames;
-    if (auto_frames_ < cfg_.specialize_auto_frames) return;
-    auto bundle = TemplateBundle::load(TemplateBundle::default_root());
-    if (!bundle) {
-      auto_status_ = "failed: " + bundle.error().message;
-      return;
-    }
-    const SpecProfile prof = spec_profile_from_counts(bundle.value().opcodes(), rom_.bytes,
-                                                      profile_counts_, auto_frames_);
+  if (tier_.profile_done_after(frames)) {
+    const std::vector<uint32_t> counts = std::move(profile_counts_);
     profile_counts_.clear();  // counting stops: the kernel checks the pointer
-    auto plan = make_spec_plan(bundle.value().opcodes(), rom_.bytes, prof);
-    if (!plan) {
-      auto_status_ = "failed: " + plan.error().message;
-      return;
-    }
-    SynthParams p = synth_params_for(cfg_, Device::Cpu, 32);
-    p.specialize = plan.value();
-    auto_status_ = "compiling";
-    auto_compile_ = std::async(std::launch::async, [b = std::move(bundle.value()), p]() {
-      KernelCache cache;
-      return build_cpu_kernel(b, p, cache);
-    });
+    tier_.compile(rom_.bytes, counts, synth_params_for(cfg_, Device::Cpu, 32),
+                  [](TemplateBundle b, SynthParams p) {
+                    KernelCache cache;
+                    return build_cpu_kernel(b, p, cache);
+                  });
     return;
   }
-  if (auto_status_ == "compiling" &&
-      auto_compile_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-    Result<CpuKernel> k = auto_compile_.get();
-    if (!k) {
-      auto_status_ = "failed: " + k.error().message;
-      return;
-    }
-    use_kernel(std::move(k.value()));
-    auto_status_ = "specialized";
-  }
+  if (auto k = tier_.take_ready(false)) use_kernel(std::move(*k));
 }
 
 Status CpuBackend::finish_tier_up() {
-  if (auto_status_ != "compiling") return ok_status();
-  auto_compile_.wait();
-  auto_tier_after_step(0);  // ready now: swaps it in (or records why it failed)
-  return ok_status();
+  if (auto k = tier_.take_ready(true)) use_kernel(std::move(*k));
+  return tier_.outcome();
 }
 
 Status CpuBackend::step(const std::vector<int32_t>& actions) {

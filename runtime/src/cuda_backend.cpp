@@ -261,8 +261,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
   b->created_ = std::chrono::steady_clock::now();
   // Under auto the next kernel is the specialized one (tier_after_step), optimized as well.
   if (b->start_fast_ && cfg.specialize_auto_frames == 0)
-    b->compile_in_background(std::move(*bundle), b->kernel_.build.build.source.params,
-                             TierGoal::Optimized);
+    b->compile_optimized_in_background(std::move(*bundle), b->kernel_.build.build.source.params);
   return b;
 }
 
@@ -620,7 +619,7 @@ Status CudaBackend::step(const std::vector<int32_t>& actions) {
                                             " actions for " + std::to_string(n) + " envs");
   Status st = launch_step(actions, nullptr);
   if (st) ++steps_;
-  if (st && (cfg_.specialize_auto_frames > 0 || tier_compile_.valid())) tier_after_step();
+  if (st && (cfg_.specialize_auto_frames > 0 || optimized_compile_.valid())) tier_after_step();
   return st;
 }
 
@@ -906,7 +905,7 @@ Status CudaBackend::start_profiling() {
   profile_buf_ = std::move(*buf);
   if (Status st = profile_buf_.fill(0, stream_.get()); !st) return st;
   profiling_ = true;
-  tier_status_ = "profiling";
+  tier_.start(cfg_.specialize_auto_frames);
   return ok_status();
 }
 
@@ -917,49 +916,74 @@ std::string CudaBackend::start_tier() const {
   return "fast";
 }
 
-void CudaBackend::compile_in_background(TemplateBundle bundle, SynthParams p, TierGoal goal) {
-  tier_goal_ = goal;
-  tier_compile_ = std::async(std::launch::async,
-                             [b = std::move(bundle), p = std::move(p), ctx = ctx_,
-                              sm = ctx_->sm()]() -> Result<TierKernel> {
-                               KernelCache cache;
-                               auto k = build_cuda_kernel_for_device(b, p, cache, sm);
-                               if (!k) return k.take_error();
-                               // Loaded here too (the driver's context is per thread): the
-                               // step thread only swaps.
-                               if (Status st = ctx->make_current(); !st) return st.take_error();
-                               auto loaded = shared_kernel(*ctx, *k);
-                               if (!loaded) return loaded.take_error();
-                               return TierKernel{std::move(*k), std::move(*loaded)};
-                             });
+std::function<Result<CudaBackend::TierKernel>(TemplateBundle, SynthParams)>
+CudaBackend::tier_builder() const {
+  return [ctx = ctx_, sm = ctx_->sm()](TemplateBundle b, SynthParams p) -> Result<TierKernel> {
+    KernelCache cache;
+    auto k = build_cuda_kernel_for_device(b, p, cache, sm);
+    if (!k) return k.take_error();
+    // Loaded here too (the driver's context is per thread): the step thread only swaps.
+    if (Status st = ctx->make_current(); !st) return st.take_error();
+    auto loaded = shared_kernel(*ctx, *k);
+    if (!loaded) return loaded.take_error();
+    return TierKernel{std::move(*k), std::move(*loaded)};
+  };
+}
+
+void CudaBackend::compile_optimized_in_background(TemplateBundle bundle, SynthParams p) {
+  optimized_compile_ = std::async(std::launch::async, [build = tier_builder(),
+                                                       b = std::move(bundle), p = std::move(p)]() {
+    return build(std::move(b), std::move(p));
+  });
+}
+
+void CudaBackend::use_tier_kernel(TierKernel k) {
+  kernel_ = std::move(k.kernel);
+  loaded_ = std::move(k.loaded);
+  if (start_fast_ && optimized_step_ < 0) {
+    optimized_step_ = steps_;
+    optimized_after_s_ =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - created_).count();
+  }
 }
 
 void CudaBackend::specialization_failed(const std::string& why) {
-  tier_status_ = "failed: " + why;
+  tier_.fail(why);
   // A quick-compiled kernel is no place to stay: the optimized interpreter follows instead.
-  if (!start_fast_) return;
+  if (!start_fast_ || optimized_step_ >= 0) return;
   auto bundle = TemplateBundle::load(TemplateBundle::default_root());
   if (!bundle) {
     start_error_ = bundle.error().message;
     return;
   }
-  compile_in_background(std::move(*bundle), synth_params_for(cfg_, Device::Cuda, kObsDim),
-                        TierGoal::Optimized);
+  compile_optimized_in_background(std::move(*bundle),
+                                  synth_params_for(cfg_, Device::Cuda, kObsDim));
 }
 
 Status CudaBackend::finish_tier_up() {
-  // A failed specialization after a quick start compiles the optimized interpreter next.
-  while (tier_status_ != "profiling" && tier_compile_.valid()) {
-    tier_compile_.wait();
-    tier_after_step();  // ready now: swaps it in (or records why it failed)
+  if (tier_.state() == TierState::Compiling) {
+    if (auto k = tier_.take_ready(true)) use_tier_kernel(std::move(*k));
+    if (tier_.state() == TierState::Failed) specialization_failed(tier_.failure());
   }
-  return ok_status();
+  // After a quick start: the optimized interpreter (also in place of a failed specialization).
+  take_optimized(true);
+  return tier_.outcome();
+}
+
+void CudaBackend::take_optimized(bool wait) {
+  if (!optimized_compile_.valid()) return;
+  if (!wait && optimized_compile_.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+    return;
+  Result<TierKernel> k = optimized_compile_.get();
+  if (!k) {
+    start_error_ = k.error().message;
+    return;
+  }
+  use_tier_kernel(std::move(*k));
 }
 
 void CudaBackend::tier_after_step() {
-  if (tier_status_ == "profiling") {
-    tier_frames_ += cfg_.frames_per_step;
-    if (tier_frames_ < cfg_.specialize_auto_frames) return;
+  if (tier_.profile_done_after(cfg_.frames_per_step)) {
     // The one read of the counters: ordered after the step just enqueued.
     std::vector<uint32_t> counts(rom_.bytes.size());
     Status st =
@@ -968,35 +992,16 @@ void CudaBackend::tier_after_step() {
     profiling_ = false;  // later launches get no counters; the ones that had them are done
     profile_buf_ = DeviceBuffer();
     if (!st) return specialization_failed(st.error().message);
-    auto bundle = TemplateBundle::load(TemplateBundle::default_root());
-    if (!bundle) return specialization_failed(bundle.error().message);
-    const SpecProfile prof =
-        spec_profile_from_counts(bundle->opcodes(), rom_.bytes, counts, tier_frames_);
-    auto plan = make_spec_plan(bundle->opcodes(), rom_.bytes, prof);
-    if (!plan) return specialization_failed(plan.error().message);
-    SynthParams p = synth_params_for(cfg_, Device::Cuda, kObsDim);
-    p.specialize = std::move(*plan);
-    tier_status_ = "compiling";
-    compile_in_background(std::move(*bundle), std::move(p), TierGoal::Specialized);
+    tier_.compile(rom_.bytes, counts, synth_params_for(cfg_, Device::Cuda, kObsDim),
+                  tier_builder());
+    if (tier_.state() == TierState::Failed) specialization_failed(tier_.failure());
     return;
   }
-  if (!tier_compile_.valid() ||
-      tier_compile_.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
-    return;
-  Result<TierKernel> k = tier_compile_.get();
-  if (!k) {
-    if (tier_goal_ == TierGoal::Specialized) return specialization_failed(k.error().message);
-    start_error_ = k.error().message;
-    return;
+  if (tier_.state() == TierState::Compiling) {
+    if (auto k = tier_.take_ready(false)) return use_tier_kernel(std::move(*k));
+    if (tier_.state() == TierState::Failed) return specialization_failed(tier_.failure());
   }
-  kernel_ = std::move(k->kernel);
-  loaded_ = std::move(k->loaded);
-  if (tier_goal_ == TierGoal::Specialized) tier_status_ = "specialized";
-  if (start_fast_ && optimized_step_ < 0) {
-    optimized_step_ = steps_;
-    optimized_after_s_ =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - created_).count();
-  }
+  take_optimized(false);
 }
 
 }  // namespace gbx

@@ -231,8 +231,8 @@ class Verifier {
   // --dut-specialize auto: a run would go on while the specialized kernel compiles; verify
   // waits for it after the profile's last step, so every later step checks that kernel.
   Status tier_up(int64_t step) {
-    if (dut_->specialize_status() == "compiling")
-      if (Status st = dut_->finish_tier_up(); !st) return st;
+    // A compile that fails is reported by the status check below, with the step.
+    if (dut_->specialize_status() == "compiling") (void)dut_->finish_tier_up();
     const std::string status = dut_->specialize_status();
     if (status.rfind("failed", 0) == 0)
       return make_error(ErrorKind::Runtime, "--dut-specialize " + o_.dut_specialize +

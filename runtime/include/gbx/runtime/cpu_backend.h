@@ -9,6 +9,7 @@
 #include "gbx/engine/kernel_builder.h"
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/env_state.h"
+#include "gbx/runtime/tier_up.h"
 #include "gbx/runtime/worker_pool.h"
 
 namespace gbx {
@@ -67,7 +68,7 @@ class CpuBackend : public Backend {
   int threads() const { return threads_; }
   // Profiling kernels (BackendConfig::profile): instructions executed per ROM offset so far.
   const std::vector<uint32_t>& profile_counts() const { return profile_counts_; }
-  std::string specialize_status() const override { return auto_status_; }
+  std::string specialize_status() const override { return tier_.status(); }
   Status finish_tier_up() override;
   Result<std::vector<int64_t>> specialized_instr_counts() override {
     return std::vector<int64_t>(spec_retired_.begin(), spec_retired_.end());
@@ -100,9 +101,7 @@ class CpuBackend : public Backend {
   // Tiering (specialize_auto_frames): frames profiled so far, the background compile, state.
   void auto_tier_after_step(int frames);
   void use_kernel(CpuKernel k);
-  int64_t auto_frames_ = 0;
-  std::future<Result<CpuKernel>> auto_compile_;
-  std::string auto_status_ = "off";
+  SpecializeTierUp<CpuKernel> tier_;
   std::vector<int32_t> release_;  // release_after_frames for every env
   int threads_ = 1;
   double kernel_load_ms_ = 0;

@@ -11,6 +11,7 @@
 // memory, made only when asked for. step() only enqueues; sync() waits. Everything runs on one
 // stream, in order.
 #include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
 #include <optional>
@@ -22,6 +23,7 @@
 #include "gbx/engine/cuda_kernel_builder.h"
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/env_state.h"
+#include "gbx/runtime/tier_up.h"
 
 namespace gbx {
 
@@ -79,7 +81,7 @@ class CudaBackend : public Backend {
   LaunchShape launch_shape() const { return shape_; }
   const std::vector<std::string>& warnings() const { return kernel_.build.build.warnings; }
   // ROM specialization (design.md section 10): see Backend::specialize_status.
-  std::string specialize_status() const override { return tier_status_; }
+  std::string specialize_status() const override { return tier_.status(); }
   Status finish_tier_up() override;
   Result<std::vector<int64_t>> specialized_instr_counts() override;
   // Tiered start (cfg.tiered_start, README "Compile time"): "optimized" when the optimized
@@ -176,14 +178,17 @@ class CudaBackend : public Backend {
     CudaDeviceKernel kernel;
     std::shared_ptr<CudaLoadedKernel> loaded;
   };
-  // What the background compile makes: the optimized build of the running kernel (tiered
-  // start) or the specialized kernel (auto).
-  enum class TierGoal { Optimized, Specialized };
-  void compile_in_background(TemplateBundle bundle, SynthParams p, TierGoal goal);
-  // auto: the specialized kernel will not come ("failed: why"); after a quick start the
-  // optimized interpreter is compiled in its place.
+  // Compiles (and loads, on the compiling thread) a kernel for this context.
+  std::function<Result<TierKernel>(TemplateBundle, SynthParams)> tier_builder() const;
+  // Tiered start: the optimized build of the running kernel, compiled in the background.
+  void compile_optimized_in_background(TemplateBundle bundle, SynthParams p);
+  // Swaps the optimized kernel in once compiled (waiting for it if `wait`).
+  void take_optimized(bool wait);
+  // Swaps a compiled kernel in (the optimized one after a quick start, or the specialized).
+  void use_tier_kernel(TierKernel k);
+  // auto: the specialized kernel will not come; after a quick start the optimized
+  // interpreter is compiled in its place.
   void specialization_failed(const std::string& why);
-  TierGoal tier_goal_ = TierGoal::Optimized;
   bool start_fast_ = false;  // the first kernel is the quick compile (tiered start)
   double first_kernel_ms_ = 0;
   std::string start_error_;
@@ -194,10 +199,9 @@ class CudaBackend : public Backend {
   DeviceBuffer spec_retired_buf_;  // GbxParams::spec_retired: one long long per env
   DeviceBuffer profile_buf_;       // u32 per ROM byte while profiling (params().profile_counts)
   bool profiling_ = false;
-  int64_t tier_frames_ = 0;
-  std::string tier_status_ = "off";
-  // Last member, so destroyed first: a compile still running finishes before the rest goes.
-  std::future<Result<TierKernel>> tier_compile_;
+  // Last members, so destroyed first: a compile still running finishes before the rest goes.
+  std::future<Result<TierKernel>> optimized_compile_;  // tiered start
+  SpecializeTierUp<TierKernel> tier_;                  // auto specialization (tier_up.h)
 };
 
 }  // namespace gbx

@@ -224,15 +224,32 @@ def _env_mask(env, envs) -> np.ndarray:
     return mask
 
 
+# Frames at the end of a run that go one backend call each (see _run_frames): the frame on
+# the screen, the one before it (the back buffer) and the one in progress.
+_SINGLE_TAIL = 3
+
+
 def _run_frames(native, mask: np.ndarray, buttons: int, frames: int, release: int,
                 ran: np.ndarray) -> None:
     """The masked envs run ``frames`` frames holding ``buttons`` (others untouched), in calls
-    of at most ``release`` frames when buttons are held (see the module doc)."""
+    of at most ``release`` frames when buttons are held (see the module doc).
+
+    The last ``_SINGLE_TAIL`` frames run one call each. A call of several frames draws only
+    the frames on the screen at its end (templates/hw/lcd.h ``lcd_frame_needed``): the top
+    lines of the frame in progress at its end are left undrawn, and would show in the
+    observation if the next call were a single frame (gbx.play, ``frames_per_step=1``).
+    Single-frame calls at the end leave the screen buffers as frame-by-frame stepping does:
+    the state is byte-equal to that of ``env.step`` one frame at a time with the same
+    buttons and ``release_after_frames`` (a state holds the pending release of the last
+    press; tests/python/test_script.py)."""
     actions = np.where(mask, buttons, 0).astype(np.int32)
     chunk = frames if buttons == 0 or release < 0 else release
-    left = frames
-    while left > 0:
-        k = min(chunk, left)
+    body = max(frames - _SINGLE_TAIL, 0)
+    calls = []
+    while body > 0:
+        calls.append(min(chunk, body))
+        body -= calls[-1]
+    calls += [1] * min(frames, _SINGLE_TAIL)
+    for k in calls:
         native.step_frames(actions, np.where(mask, k, -1).astype(np.int32), gather=False)
-        left -= k
     ran[mask] += frames

@@ -196,3 +196,28 @@ def test_host_expression_errors(gbx):
                         ("08", "malformed number"), ("1 /* c */", "comments")):
         with pytest.raises(ValueError, match=match):
             compile_host(text, "t")
+
+
+def test_state_equals_stepping_frame_by_frame(gbx):
+    """A script's end state is byte-equal to env.step one frame at a time with the same
+    buttons (screen buffers included: gbx.play's F5 state of the same input is the script's),
+    even from an env whose frames_per_step runs several frames a call."""
+    steps = [("wait", 37), ("right+a", 12), ("until", "ram(0xC003) == 0x42", 300), ("wait", 5)]
+    env = gbx.VecEnv(ARROWS, 1, frames_per_step=24, release_after_frames=8,
+                     actions="multibinary", obs="pixels")
+    env.reset()
+    total = int(gbx.script(env, steps)[0])
+    scripted = env.save_state(0)
+    env.close()
+    until = total - 37 - 12 - 5
+    assert 0 < until <= 300
+    # The same release_after_frames: a state holds the pending release of the last press.
+    ref = gbx.VecEnv(ARROWS, 1, frames_per_step=1, release_after_frames=8,
+                     actions="multibinary", obs="pixels")
+    ref.reset()
+    right_a = np.array([[1, 0, 0, 0, 1, 0, 0, 0]], dtype=np.int8)
+    for k in range(total):
+        ref.step(right_a if 37 <= k < 49 else np.zeros((1, 8), dtype=np.int8))
+        if k + 1 == total - 5:  # where the until stopped
+            assert ref.read_memory(0xC003, 0xC004)[0, 0] == 0x42
+    assert ref.save_state(0) == scripted

@@ -221,3 +221,37 @@ def test_state_equals_stepping_frame_by_frame(gbx):
         if k + 1 == total - 5:  # where the until stopped
             assert ref.read_memory(0xC003, 0xC004)[0, 0] == 0x42
     assert ref.save_state(0) == scripted
+
+
+CUDA_SCRIPT = r"""
+import numpy as np
+import gbx
+RAM = list(range(0xC000, 0xC007))
+steps = [("wait", 3), ("until", "ram(0xC003) == 0x42 && pc >= 0x100", 300), ("up+b", 11),
+         ("wait", 4), ("until", "ram(0xC003) < 0x10", 300, "left")]
+out = {}
+for device in ("cuda", "cpu"):
+    env = gbx.VecEnv("builtin:ARROWS", 3, device=device, obs={"ram": RAM}, frames_per_step=4,
+                     release_after_frames=2, noop_max=30, seed=5, copy=False)
+    obs, _ = env.reset(seed=5)
+    ran = gbx.script(env, steps, envs=[0, 2])
+    out[device] = (ran.tolist(), env.read_memory(0xC000, 0xC007).tolist(), env.save_states(),
+                   obs.copy())
+    env.close()
+cu, cpu = out["cuda"], out["cpu"]
+assert cu[0] == cpu[0] and cu[0][1] == 0 and cu[0][0] > 0, (cu[0], cpu[0])
+assert cu[1] == cpu[1], (cu[1], cpu[1])
+assert cu[2] == cpu[2]  # the same kernel state, byte for byte
+np.testing.assert_array_equal(cu[3], cpu[3])  # the observations refreshed from it
+print("OK", cu[0])
+"""
+
+
+@pytest.mark.cuda_double
+def test_script_on_cuda_equals_cpu():
+    """The cuda backend (on the CUDA driver double, tests/cuda_double) ends a script in the
+    cpu kernel's state, byte for byte."""
+    from test_cuda_arrays import run_on_double
+
+    out = run_on_double(CUDA_SCRIPT)
+    assert out.strip().splitlines()[-1].startswith("OK"), out

@@ -165,6 +165,7 @@ def _play(args) -> int:
               "frames/s)", flush=True)
         return 0
     finally:
+        pygame.quit()
         env.close()
 
 

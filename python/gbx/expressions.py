@@ -188,7 +188,8 @@ class HostExpression:
         if level == len(self._LEVELS):
             return self._unary()
         left = self._binary(level + 1)
-        while (tok := self._peek()) is not None and tok[0] == "op" and tok[1] in self._LEVELS[level]:
+        ops = self._LEVELS[level]
+        while (tok := self._peek()) is not None and tok[0] == "op" and tok[1] in ops:
             self._next()
             right = self._binary(level + 1)
             left = _binop(tok, left, right, self)

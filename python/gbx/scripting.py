@@ -1,4 +1,5 @@
-"""``gbx.script`` (module ``gbx.scripting``): scripted input for deterministic intros and start states.
+"""``gbx.script`` (module ``gbx.scripting``): scripted input for deterministic intros and
+start states.
 
 A script is a list of steps run frame by frame on a :class:`gbx.VecEnv`::
 
@@ -216,7 +217,8 @@ def _env_mask(env, envs) -> np.ndarray:
             raise ValueError("envs: the mask selects no env")
         return a.copy()
     if a.ndim != 1 or a.size == 0 or not np.issubdtype(a.dtype, np.integer):
-        raise ValueError(f"envs must be None, an env index, a list of them or a bool mask, got {envs!r}")
+        raise ValueError(
+            f"envs must be None, an env index, a list of them or a bool mask, got {envs!r}")
     if a.min() < 0 or a.max() >= n:
         raise ValueError(f"envs: index out of range (0..{n - 1}) in {a.tolist()}")
     mask = np.zeros(n, dtype=bool)

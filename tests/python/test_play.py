@@ -237,7 +237,8 @@ def test_bad_input_is_one_line(display_env, tmp_path):
     (tmp_path / "badkey.txt").write_text("3 press nosuchkey\n")
     (tmp_path / "badpause.txt").write_text("1 down x\n3 pause soon\n")
     cases = [
-        (["/nonexistent/game.gb"], "cannot run /nonexistent/game.gb: ROM '/nonexistent/game.gb': no such file"),
+        (["/nonexistent/game.gb"],
+         "cannot run /nonexistent/game.gb: ROM '/nonexistent/game.gb': no such file"),
         ([ARROWS, "--load-state", "missing.state"], "--load-state: cannot read missing.state"),
         ([ARROWS, "--load-state", "junk.state"], "--load-state junk.state:"),
         ([ARROWS, "--events", "bad.txt"], "bad.txt:1: unknown action 'jump'"),

@@ -86,7 +86,8 @@ def test_deterministic_and_only_the_chosen_envs(gbx):
 
 def test_same_game_on_mgba(gbx):
     """Any backend: the reference emulator (no kernel) ends in the cpu kernel's WRAM."""
-    steps = [("wait", 3), ("until", "ram(0xC003) == 0x42", 300), ("up", 2), ("wait", 9)]
+    steps = [("wait", 3), ("until", "ram(0xC003) == 0x42 && pc >= 0x100", 300), ("up", 2),
+             ("wait", 9)]
     mems = []
     for device, obs in (("cpu", {"ram": RAM}), ("mgba", "vec")):
         env = gbx.VecEnv(ARROWS, 1, device=device, obs=obs, release_after_frames=1)

@@ -28,6 +28,8 @@ from .vec_env import RomWarning, VecEnv  # noqa: E402
 from . import ramsearch  # noqa: E402
 from .ramsearch import RamSearch  # noqa: E402
 from .video import record_video  # noqa: E402
+from . import expressions  # noqa: E402
+from .scripting import Script, ScriptError, ScriptTimeout, script  # noqa: E402
 
 # gymnasium.make_vec("gbx/GameBoy-v0", num_envs=N, rom=...) builds a VecEnv (Gymnasium 1.x:
 # an id with only a vector entry point is made by calling it with num_envs and the kwargs).
@@ -53,6 +55,11 @@ __all__ = [
     "RamSearch",
     "ramsearch",
     "record_video",
+    "expressions",
+    "Script",
+    "ScriptError",
+    "ScriptTimeout",
+    "script",
     "ENV_ID",
 ]
 __version__ = "0.1.0"

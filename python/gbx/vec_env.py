@@ -368,6 +368,15 @@ class VecEnv(gym.vector.VectorEnv):
         self._needs_reset[i] = False
         self._obs.observe(fresh=mask, stepped=False)
 
+    def _scripted(self, mask: np.ndarray) -> None:
+        """After :mod:`gbx.script` ran frames on the masked envs through the backend: they
+        start a new episode, as after :meth:`load_state` (outputs gathered, frame stacks
+        refilled, a pending autoreset cancelled)."""
+        self._live().gather_outputs()
+        self._clear_episode(mask)
+        self._needs_reset[mask] = False
+        self._obs.observe(fresh=mask, stepped=False)
+
     def copy_state(self, src: int, dst_mask) -> None:
         """Env ``src``'s whole machine state into every env where ``dst_mask`` (bool[num_envs])
         is set, on the backend itself (cpu: memory copies; cuda: one copy kernel on the

@@ -114,6 +114,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """``python -m gbx.play`` / ``gbx-play``: plays ``argv`` (default ``sys.argv[1:]``) in a
+    window; returns the exit code (0, or 2 with one line on standard error for bad input)."""
     args = _parser().parse_args(argv)
     try:
         return _play(args)

@@ -196,6 +196,53 @@ TEST_CASE("pixels: the LCD off blanks the screen to shade 0") {
   CHECK(screen_after("ppu_lcd_off", 30) == Screen(160 * 144, 0));
 }
 
+TEST_CASE("pixels: the first frame after the LCD is switched on is not shown") {
+  // Pan Docs "LCDC.7", gbdev wiki "LCDC": "When re-enabling the LCD, the PPU will immediately
+  // start drawing again, but the screen will stay blank during the first frame" (SameBoy and
+  // Gambatte agree; little-things-gb's firstwhite shows it on DMG hardware). The scene ROM
+  // turns the LCD off in VBlank, fills VRAM and switches it on: stepping 16 instructions at a
+  // time, the screen stays blank until the second VBlank after the switch-on (70224 + 144 x
+  // 456 cycles later), including after the first one, and then shows the scene.
+  constexpr int64_t kFirstVblank = 144 * 456, kSecondVblank = 70224 + 144 * 456;
+  BackendConfig cfg;
+  cfg.render = true;
+  cfg.stage = Stage::EmulateOnly;
+  cfg.run_mode = RunMode::Instructions;
+  cfg.instructions_per_step = 16;
+  auto be = make("ppu_bg_scroll", cfg);
+  const Screen blank(160 * 144, 0);
+  int64_t prev = 0, on_lo = -1, on_hi = -1;  // the switch-on lies in (on_lo, on_hi]
+  bool was_off = false, shown = false;
+  int blank_after_first = 0;
+  for (int i = 0; i < 100000 && !shown; ++i) {
+    REQUIRE(be->step({}).ok());
+    const bool lcd_on = (be->read_memory(0, 0xFF40, 0xFF41).value()[0] & 0x80) != 0;
+    const int64_t t = be->get_cpu_state(0).value().cycle_count;
+    if (!lcd_on) was_off = true;
+    if (was_off && lcd_on && on_hi < 0) on_lo = prev, on_hi = t;
+    prev = t;
+    if (on_hi < 0) continue;
+    CAPTURE(t - on_hi);
+    const Screen s = be->read_screen(0).value();
+    if (t < on_lo + kSecondVblank) {
+      CHECK(s == blank);
+      if (t > on_hi + kFirstVblank) ++blank_after_first;
+    } else if (t >= on_hi + kSecondVblank) {
+      CHECK(first_difference(s, model_bg_scroll()) < 0);
+      shown = true;
+    }
+  }
+  CHECK(shown);
+  CHECK(blank_after_first > 100);  // steps whose last complete frame is the first one
+  // Run mode frames (which draws only the frames a step end can show) agrees: a step of k
+  // frames ending between the two VBlanks shows nothing, one of k + 1 frames the scene.
+  const int64_t k = (on_hi + kFirstVblank) / 70224 + 1;
+  CAPTURE(k);
+  REQUIRE(k * 70224 < on_lo + kSecondVblank);
+  CHECK(screen_after("ppu_bg_scroll", (int)k) == blank);
+  CHECK(first_difference(screen_after("ppu_bg_scroll", (int)k + 1), model_bg_scroll()) < 0);
+}
+
 TEST_CASE("pixels: the framebuffer is the last complete frame whatever the step length") {
   // PPU_BENCH scrolls every frame, so frames differ; PPU frames are not aligned with steps.
   for (int total : {48, 49}) {

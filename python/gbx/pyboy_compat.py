@@ -479,8 +479,9 @@ def import_state(state: bytes | str | os.PathLike, rom: str | bytes | os.PathLik
         # saves no cycle for that): taken as of the save, PyBoy's own reading of it.
         put("rtc_second_start", cycles + ACCESS_LAG - rt["cycles"])
 
-    # PPU flags the renderer keeps: bit 1, the window's WY matched this frame.
-    put("lcd_flags", (fields["lcd_flags"][0] & ~0x02) | (0x02 if p.wy_activated_frame else 0))
+    # PPU flags the renderer keeps: bit 1, the window's WY matched this frame; bit 2 (the frame
+    # in progress is the first after an LCD on, not shown) clear: PyBoy's state does not say.
+    put("lcd_flags", (fields["lcd_flags"][0] & ~0x06) | (0x02 if p.wy_activated_frame else 0))
 
     # Memory.
     M = _native

@@ -108,7 +108,8 @@ typedef struct GbxState {
   unsigned char* rtc_regs;         // GBX_RTC_BYTES per env (MBC3 clock), env-major
   long long* rtc_second_start;     // cycle_count at which the clock's current second began
   unsigned char* lcd_fb;          // GBX_FRAMEBUFFER_BYTES * 2 per env: front and back framebuffer
-  unsigned char* lcd_flags;       // bit 0: front buffer index, bit 1: window WY matched
+  unsigned char* lcd_flags;       // bit 0: front buffer index, bit 1: window WY matched,
+                                  // bit 2: first frame after LCD on (not shown)
   unsigned char* lcd_win_line;    // window internal line counter
 } GbxState;
 

@@ -8,7 +8,11 @@
 // Framebuffer: two 5760-byte buffers per env (state field lcd_fb), 160x144 shade indices at
 // 2 bits a pixel, 40 bytes a row, leftmost pixel in the high bits. The back buffer is drawn,
 // the two swap at VBlank (line 144, dot 0); the front buffer is the last complete frame and is
-// all shade 0 while the LCD is off.
+// all shade 0 while the LCD is off. The first frame after the LCD is switched on is not shown
+// (Pan Docs "LCDC.7"; gbdev wiki LCDC: "the screen will stay blank during the first frame";
+// SameBoy's GB_FRAMESKIP_LCD_TURNED_ON, Gambatte, little-things-gb firstwhite on DMG
+// hardware): it is not drawn, and its VBlank does not swap, so the front buffer stays the
+// blank one the switch-off left (GBX_LCD_FLAG_SKIP, set by lcd_lcdc_written).
 //
 // Only kernels with GBX_RENDER draw. In frames mode they draw only the frames that can be the
 // last complete frame at the end of some step (every step ends at this step's target plus a
@@ -16,6 +20,7 @@
 #define GBX_LCD_ROW_BYTES 40
 #define GBX_LCD_FLAG_FRONT 0x01   // which of the two buffers is the front (last complete frame)
 #define GBX_LCD_FLAG_WY_HIT 0x02  // LY equalled WY on some line of this frame (window may show)
+#define GBX_LCD_FLAG_SKIP 0x04    // this frame is the first after LCD on: not drawn, not shown
 // A step can end a little after its target (the last instruction or interrupt dispatch runs
 // to completion); frames whose VBlank falls in that overshoot must be drawn too.
 #define GBX_LCD_STEP_SLACK 256
@@ -173,10 +178,13 @@ GBX_NOINLINE void lcd_catch_up_slow(Machine& b, i64 now) {
     const i64 line = pos / GBX_LINE_DOTS;
     if (line < 144) {
       const i64 vblank = t - pos + 144 * GBX_LINE_DOTS;
-      if (lcd_frame_needed(b, vblank))
+      if (!(b.lcd_flags & GBX_LCD_FLAG_SKIP) && lcd_frame_needed(b, vblank))
         lcd_draw_line(b, (u32)line, lcd_buffer(b, false) + line * GBX_LCD_ROW_BYTES);
     } else {
-      b.lcd_flags = (u8)((b.lcd_flags ^ GBX_LCD_FLAG_FRONT) & ~GBX_LCD_FLAG_WY_HIT);
+      // VBlank: the drawn frame becomes the front one, except the first after LCD on, whose
+      // VBlank leaves the blank front buffer in place.
+      const u8 swap = (b.lcd_flags & GBX_LCD_FLAG_SKIP) ? (u8)0 : (u8)GBX_LCD_FLAG_FRONT;
+      b.lcd_flags = (u8)((b.lcd_flags ^ swap) & ~(GBX_LCD_FLAG_WY_HIT | GBX_LCD_FLAG_SKIP));
       b.lcd_win_line = 0;
     }
     b.lcd_next = lcd_next_after(b, t);
@@ -190,15 +198,17 @@ GBX_FN void lcd_catch_up(Machine& b, i64 now) {
 // Hook: before a write to VRAM, OAM or FF40-FF4B.
 GBX_FN void lcd_before_write(Machine& b) { lcd_catch_up(b, io_time(b)); }
 
-// Hook: after LCDC was written. Off: the screen goes blank. On: a frame starts at line 0.
+// Hook: after LCDC was written. Off: the screen goes blank. On: a frame starts at line 0, and
+// is not shown (GBX_LCD_FLAG_SKIP).
 GBX_NOINLINE void lcd_lcdc_written(Machine& b) {
   const bool on = ppu_lcd_on(b), was_on = b.lcd_next != GBX_NEVER;
   if (was_on && !on) {
     u8* front = lcd_buffer(b, true);
     for (u32 i = 0; i < (u32)GBX_FRAMEBUFFER_BYTES; ++i) front[i] = 0;
+    b.lcd_flags &= (u8)~GBX_LCD_FLAG_SKIP;
     b.lcd_next = GBX_NEVER;
   } else if (!was_on && on) {
-    b.lcd_flags &= (u8)~GBX_LCD_FLAG_WY_HIT;
+    b.lcd_flags = (u8)((b.lcd_flags & ~GBX_LCD_FLAG_WY_HIT) | GBX_LCD_FLAG_SKIP);
     b.lcd_win_line = 0;
     b.lcd_next = lcd_next_after(b, io_time(b));
   }

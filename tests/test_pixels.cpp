@@ -265,6 +265,38 @@ TEST_CASE("pixels: the framebuffer is the last complete frame whatever the step 
   }
 }
 
+TEST_CASE("pixels: a shorter call after a longer one shows the whole frame it completes") {
+  // A 24-frame call draws only the frames that can be last at its end; the frame still in
+  // progress when it ends must be drawn up to there too, or a 1-frame call after it (no-op
+  // frames after a reset, a state loaded into the play window) shows that frame's top lines
+  // from an older frame. PPU_BENCH scrolls every frame: any stale line shows.
+  BackendConfig cfg;
+  cfg.num_envs = 1;
+  cfg.stage = Stage::ObsOnly;
+  cfg.obs = ObsKind::Pixels;
+  cfg.frames_per_step = 1;
+  auto ref = make("builtin:PPU_BENCH", cfg);  // draws every frame
+  cfg.frames_per_step = 24;
+  auto dut = make("builtin:PPU_BENCH", cfg);
+  int ref_frames = 0, dut_frames = 0;
+  auto ref_to = [&](int frames) {
+    for (; ref_frames < frames; ++ref_frames) REQUIRE(ref->step({}).ok());
+    return ref->read_screen(0).value();
+  };
+  for (int round = 0; round < 3; ++round) {
+    CAPTURE(round);
+    REQUIRE(dut->step({}).ok());
+    dut_frames += 24;
+    CHECK(first_difference(dut->read_screen(0).value(), ref_to(dut_frames)) < 0);
+    for (int k = 0; k < 2; ++k) {
+      CAPTURE(k);
+      REQUIRE(dut->step_frames({}, {1}).ok());
+      dut_frames += 1;
+      CHECK(first_difference(dut->read_screen(0).value(), ref_to(dut_frames)) < 0);
+    }
+  }
+}
+
 TEST_CASE("pixels: obs formats full, half and packed agree with the screen") {
   std::vector<std::vector<uint8_t>> obs;
   Screen screen;

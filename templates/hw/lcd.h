@@ -54,8 +54,15 @@ GBX_FN i64 lcd_next_after(Machine& b, i64 after) {
 }
 
 // Whether the frame whose VBlank starts at `vblank` can be the front buffer at a step's end.
+// Besides the frames ending at this step's end plus a multiple of its length, the frame in
+// progress when this step ends is drawn up to that end: the next call may be shorter (a
+// 1-frame step, no-op frames after a reset, a state loaded where steps are shorter) and then
+// finishes and shows that frame; its first lines must not be left from an older frame.
 GBX_FN bool lcd_frame_needed(const Machine& b, i64 vblank) {
   if (b.lcd_period <= 0) return true;
+  if (vblank > b.lcd_step_end &&
+      vblank <= b.lcd_step_end + GBX_FRAME_CYCLES + GBX_LCD_STEP_SLACK)
+    return true;
   i64 r = (b.lcd_step_end + GBX_LCD_STEP_SLACK - vblank) % b.lcd_period;
   if (r < 0) r += b.lcd_period;
   return r < GBX_FRAME_CYCLES + GBX_LCD_STEP_SLACK;

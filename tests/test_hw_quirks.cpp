@@ -1,9 +1,10 @@
 // Hardware details the public suites may not catch (issue [N] item 4), each pinned by a ROM of
 // our own and the source it follows: EI immediately before HALT with an interrupt pending,
-// STOP (DIV held, wake-up by a selected joypad line, a held button), and the mode-3 penalty
-// of an object at OAM X 0.
+// STOP (DIV held, wake-up by a selected joypad line, a held button), the mode-3 penalty
+// of an object at OAM X 0, and the OAM corruption bug's patterns (issue [H] item 3).
 #include <doctest/doctest.h>
 
+#include <array>
 #include <vector>
 
 #include "gbx/runtime/asm.h"
@@ -193,4 +194,115 @@ TEST_CASE("an object at OAM X 0 costs 11 dots of mode 3 whatever SCX is") {
   CAPTURE(none_at_scx6);
   CHECK(one_at_scx6 == two_at_scx0);
   CHECK(none_at_scx6 + 2 <= one_at_scx6);  // 11 dots later than no object: 2-3 M-cycles
+}
+
+// The DMG OAM corruption bug (Pan Docs "OAM Corruption Bug"), checked byte for byte against
+// Pan Docs' formulas, beyond what blargg's oam_bug ROMs compare (they check that OAM changed,
+// and CRCs). OAM is 20 rows of 8 bytes (4 little-endian words); in mode 2 the PPU reads one row
+// per M-cycle, and a CPU access or 16-bit inc/dec of an OAM address in that M-cycle rewrites
+// the row being read, r, from row r-1. The ROM fills OAM with the LCD off, switches it on and
+// lands the instruction's second M-cycle exactly one frame + k M-cycles after the switch-on
+// write (blargg oam_bug 4-scanline_timing: that is the first M-cycle of line 0's mode 2 in the
+// second frame, the first frame having no OAM scan on line 0); the PPU then reads row k + 1.
+namespace {
+
+uint8_t oam_seed(int i) { return (uint8_t)(i * 73 + 29); }
+
+using OamWords = std::array<uint16_t, 80>;  // word w of row r at [4 r + w]
+
+OamWords oam_words(const std::vector<uint8_t>& bytes) {
+  OamWords w{};
+  for (int i = 0; i < 80; ++i) w[i] = (uint16_t)(bytes[2 * i] | bytes[2 * i + 1] << 8);
+  return w;
+}
+
+// "Write Corruption": word 0 of row r becomes ((a ^ c) & (b ^ c)) ^ c, a its own value, b
+// word 0 and c word 2 of row r-1; "The last three words are copied from the last three words
+// in the preceding row."
+void pandocs_write(OamWords& w, int r) {
+  const uint16_t a = w[4 * r], b = w[4 * (r - 1)], c = w[4 * (r - 1) + 2];
+  w[4 * r] = (uint16_t)(((a ^ c) & (b ^ c)) ^ c);
+  for (int i = 1; i < 4; ++i) w[4 * r + i] = w[4 * (r - 1) + i];
+}
+
+// "Read Corruption": as a write with b | (a & c). SameBoy (GB_trigger_oam_bug_read) also
+// stores the result in word 0 of row r-1, which Pan Docs does not mention; the model does.
+void pandocs_read(OamWords& w, int r) {
+  const uint16_t a = w[4 * r], b = w[4 * (r - 1)], c = w[4 * (r - 1) + 2];
+  w[4 * r] = w[4 * (r - 1)] = (uint16_t)(b | (a & c));
+  for (int i = 1; i < 4; ++i) w[4 * r + i] = w[4 * (r - 1) + i];
+}
+
+// "Read During Increase/Decrease" (rows 4-18): word 0 of row r-1 becomes
+// (b & (a | c | d)) | (a & c & d), a = word 0 of row r-2, b = word 0 of row r-1, c = word 0 of
+// row r, d = word 2 of row r-1; row r-1 is copied to rows r and r-2; then a read corruption.
+void pandocs_read_increase(OamWords& w, int r) {
+  if (r >= 4 && r < 19) {
+    const uint16_t a = w[4 * (r - 2)], b = w[4 * (r - 1)], c = w[4 * r], d = w[4 * (r - 1) + 2];
+    w[4 * (r - 1)] = (uint16_t)((b & (a | c | d)) | (a & c & d));
+    for (int i = 0; i < 4; ++i) w[4 * r + i] = w[4 * (r - 2) + i] = w[4 * (r - 1) + i];
+  }
+  pandocs_read(w, r);
+}
+
+// OAM after `trigger` (DE = FE00, HL = FE10 set before) runs its second M-cycle at switch-on
+// + one frame + k M-cycles.
+std::vector<uint8_t> oam_after(const char* trigger, int k) {
+  Asm a;
+  a.op("DI");
+  wait_ly(a, 144, "vbl");
+  a.op("XOR A").op("LDH (a8),A", io::kLCDC);  // LCD off: OAM free, no corruption
+  a.op("LD HL,d16", 0xFE00).op("LD DE,d16", "seed").op("LD C,d8", 160);
+  a.label("fill").op("LD A,(DE)").op("LD (HL+),A").op("INC DE").op("DEC C").op("JR NZ,r8", "fill");
+  a.op("LD DE,d16", 0xFE00).op("LD HL,d16", 0xFE10);
+  a.op("LD A,d8", 0x81).op("LDH (a8),A", io::kLCDC);  // LCD on: its write is M-cycle W
+  // LD BC (3 M) + n loops of DEC BC / LD A,B / OR C / JR NZ (7 M, the last 6) + p NOPs, then
+  // the trigger's fetch: its second M-cycle is W + 7n + p + 4 = W + 17556 + k.
+  const int n = (17552 + k) / 7, p = (17552 + k) % 7;
+  a.op("LD BC,d16", n);
+  a.label("wait").op("DEC BC").op("LD A,B").op("OR C").op("JR NZ,r8", "wait");
+  for (int i = 0; i < p; ++i) a.op("NOP");
+  a.op(trigger);
+  a.label("end").op("JR r8", "end");
+  a.org(0x2000).label("seed");
+  std::vector<uint8_t> seed(160);
+  for (int i = 0; i < 160; ++i) seed[i] = oam_seed(i);
+  a.bytes(seed);
+  auto be = backend_for(a, 3);
+  REQUIRE(be->step({0}).ok());
+  return mem(*be, 0xFE00, 0xFEA0);  // the memory view: OAM as held
+}
+
+OamWords seeded() {
+  std::vector<uint8_t> s(160);
+  for (int i = 0; i < 160; ++i) s[i] = oam_seed(i);
+  return oam_words(s);
+}
+
+}  // namespace
+
+TEST_CASE("OAM corruption bug: INC rr writes, LD A,(HL) reads, LD A,(HL+) reads during increase") {
+  SUBCASE("INC DE in mode 2's M-cycle 4: write corruption of row 5") {
+    OamWords want = seeded();
+    pandocs_write(want, 5);
+    CHECK(oam_words(oam_after("INC DE", 4)) == want);
+  }
+  SUBCASE("INC DE in mode 2's M-cycle 18: write corruption of the last row, 19") {
+    OamWords want = seeded();
+    pandocs_write(want, 19);
+    CHECK(oam_words(oam_after("INC DE", 18)) == want);
+  }
+  SUBCASE("INC DE one M-cycle later, in the last of mode 2: OAM unchanged") {
+    CHECK(oam_words(oam_after("INC DE", 19)) == seeded());
+  }
+  SUBCASE("LD A,(HL) in mode 2's M-cycle 2: read corruption of row 3") {
+    OamWords want = seeded();
+    pandocs_read(want, 3);
+    CHECK(oam_words(oam_after("LD A,(HL)", 2)) == want);
+  }
+  SUBCASE("LD A,(HL+) in mode 2's M-cycle 9: read during increase, row 10") {
+    OamWords want = seeded();
+    pandocs_read_increase(want, 10);
+    CHECK(oam_words(oam_after("LD A,(HL+)", 9)) == want);
+  }
 }

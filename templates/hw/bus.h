@@ -10,6 +10,9 @@ GBX_FN void dma_settle(Machine& b, i64 now) {
   (void)now;
 }
 GBX_FN u8 view_read(Machine& b, u32 addr) { return mem_at(b, addr & 0xFFFFu); }
+// No PPU, so no OAM scan to disturb (the OAM corruption bug below).
+GBX_FN void oam_bug_idu(Machine& b) { (void)b; }
+GBX_FN void oam_bug_read_idu(Machine& b) { (void)b; }
 #else
 // OAM DMA bus conflicts (Pan Docs "OAM DMA Transfer"): for 160 M-cycles the DMA owns the bus
 // its source is on (external: ROM, cartridge RAM, WRAM; or VRAM), and OAM. A CPU read on the
@@ -54,11 +57,115 @@ GBX_NOINLINE u8 dma_conflict_read(Machine& b, u32 addr) {
   return mem_at(b, GBX_MEM_OAM + (u32)(i < 0 ? 0 : i < 160 ? i : 159));
 }
 
+// OAM corruption bug (DMG only; Pan Docs "OAM Corruption Bug", gbdev.io/pandocs/
+// OAM_Corruption_Bug.html). In mode 2 the PPU reads OAM one 8-byte row per M-cycle, rows 0-19
+// in order. When the CPU puts an OAM address (FE00-FEFF, the unusable FEA0-FEFF included) on
+// the address bus in that M-cycle, the row being read is rewritten from the row before it:
+// by a read or write the CPU makes (OAM is locked, the read gives 0xFF, the write is lost),
+// and by the 16-bit increment/decrement unit (IDU), which drives the address bus with the
+// register's old value even where nothing is read or written (INC rr, DEC rr, the SP
+// decrement of PUSH / CALL / RST / interrupt dispatch, the HL step of LD A,[HL+/-]).
+// Row 0 (objects 0 and 1) is never changed. The formulas are Pan Docs'; SameBoy (Core/
+// memory.c GB_trigger_oam_bug / GB_trigger_oam_bug_read / GB_trigger_oam_bug_read_increase)
+// applies them the same way, byte by byte (every operation is bitwise, so bytes = words).
+//
+// The row read in the M-cycle of cycle `at` (1-19), or 0 where the bug cannot happen: LCD
+// off, VBlank, the first line after the LCD is switched on (no OAM scan), mode 3 and later,
+// row 0. SameBoy (Core/display.c) steps its row every 4 dots of mode 2, from 2 dots in;
+// GBX_OAM_BUG_DOT_SHIFT places the steps on this model's dots, where blargg oam_bug
+// 4-scanline_timing and 5-timing_bug (DMG-verified) put them.
+#define GBX_OAM_BUG_DOT_SHIFT 4
+GBX_FN u32 oam_bug_row(Machine& b, i64 at) {
+  if (!ppu_lcd_on(b) || ppu_first_line(b, at)) return 0;
+  const i64 pos = ppu_pos(b, at);
+  const i64 dot = pos % GBX_LINE_DOTS;
+  if (pos >= 144 * GBX_LINE_DOTS || dot >= GBX_MODE2_DOTS) return 0;
+  const u32 row = (u32)((dot + GBX_OAM_BUG_DOT_SHIFT) >> 2);
+  return row < 20u ? row : 0u;
+}
+
+// OAM is about to change under the PPU: the renderer draws the lines before now with the old
+// bytes; objects decide the mode 3 length of lines to come (as an OAM write, bus_write_slow).
+GBX_FN void oam_bug_before(Machine& b) {
+  lcd_before_write(b);
+  ppu_service(b, io_time(b));
+}
+GBX_FN void oam_bug_after(Machine& b) {
+  if (*io_reg(b, 0xFF41) & 0x08) {
+    ppu_schedule(b, io_time(b));
+    events_reschedule(b);
+  }
+}
+
+GBX_FN u8& oam_byte(Machine& b, u32 row, u32 i) { return mem_at(b, GBX_MEM_OAM + 8u * row + i); }
+
+// Write corruption (a CPU write, or the IDU): in row r, word 0 becomes ((a ^ c) & (b ^ c)) ^ c
+// with a = its own word 0, b = word 0 and c = word 2 of row r-1; words 1-3 are copied from
+// row r-1.
+GBX_FN void oam_bug_write_row(Machine& b, u32 r) {
+  for (u32 i = 0; i < 2u; ++i) {
+    const u8 x = oam_byte(b, r, i), y = oam_byte(b, r - 1, i), z = oam_byte(b, r - 1, 4 + i);
+    oam_byte(b, r, i) = (u8)(((x ^ z) & (y ^ z)) ^ z);
+  }
+  for (u32 i = 2; i < 8u; ++i) oam_byte(b, r, i) = oam_byte(b, r - 1, i);
+}
+
+// Read corruption (a CPU read): as a write, with b | (a & c). The result also lands in word 0
+// of row r-1: Pan Docs does not say so, SameBoy's GB_trigger_oam_bug_read does (in every
+// version); blargg's ROMs pass either way.
+GBX_FN void oam_bug_read_row(Machine& b, u32 r) {
+  for (u32 i = 0; i < 2u; ++i) {
+    const u8 x = oam_byte(b, r, i), y = oam_byte(b, r - 1, i), z = oam_byte(b, r - 1, 4 + i);
+    oam_byte(b, r, i) = oam_byte(b, r - 1, i) = (u8)(y | (x & z));
+  }
+  for (u32 i = 2; i < 8u; ++i) oam_byte(b, r, i) = oam_byte(b, r - 1, i);
+}
+
+// Read during increase/decrease (LD A,[HL+/-], POP's first read): a read and an IDU write in
+// one M-cycle. Unless r is one of rows 0-3 or the last row (19), word 0 of row r-1 becomes
+// (b & (a | c | d)) | (a & c & d) with a = word 0 of row r-2, b = word 0 of row r-1, c = word 0
+// of row r, d = word 2 of row r-1, and row r-1 is then copied to rows r and r-2. The read's own
+// corruption follows (bus_read_slow).
+GBX_FN void oam_bug_read_idu_row(Machine& b, u32 r) {
+  if (r < 4u || r >= 19u) return;
+  for (u32 i = 0; i < 2u; ++i) {
+    const u8 w = oam_byte(b, r - 2, i), x = oam_byte(b, r - 1, i), y = oam_byte(b, r, i);
+    const u8 z = oam_byte(b, r - 1, 4 + i);
+    oam_byte(b, r - 1, i) = (u8)((x & (w | y | z)) | (w & y & z));
+  }
+  for (u32 i = 0; i < 8u; ++i) oam_byte(b, r, i) = oam_byte(b, r - 2, i) = oam_byte(b, r - 1, i);
+}
+
+// The IDU drove an OAM address in the M-cycle just charged (callers check the address).
+GBX_NOINLINE void oam_bug_idu(Machine& b) {
+  const u32 r = oam_bug_row(b, io_time(b));
+  if (!r) return;
+  oam_bug_before(b);
+  oam_bug_write_row(b, r);
+  oam_bug_after(b);
+}
+GBX_NOINLINE void oam_bug_read_idu(Machine& b) {
+  const u32 r = oam_bug_row(b, io_time(b));
+  if (!r) return;
+  oam_bug_before(b);
+  oam_bug_read_idu_row(b, r);
+  oam_bug_after(b);
+}
+
 GBX_NOINLINE u8 bus_read_slow(Machine& b, u32 addr) {
   if (addr < 0xA000u) return ppu_vram_locked(b) ? 0xFF : mem_at(b, GBX_MEM_VRAM + (addr - 0x8000u));
   if (addr < 0xC000u) return cart_ram_read(b, addr);
   if (addr < 0xFE00u) return mem_at(b, GBX_MEM_WRAM + ((addr - 0xC000u) & 0x1FFFu));  // echo
-  if (addr < 0xFF00u) return ppu_oam_locked(b) ? 0xFF : mem_at(b, GBX_MEM_OAM + (addr - 0xFE00u));
+  if (addr < 0xFF00u) {
+    if (!ppu_oam_locked(b)) return mem_at(b, GBX_MEM_OAM + (addr - 0xFE00u));
+    const u32 r = oam_bug_row(b, io_time(b));
+    if (r) {
+      oam_bug_before(b);
+      oam_bug_read_row(b, r);
+      oam_bug_after(b);
+    }
+    return 0xFF;
+  }
   return io_read(b, addr);
 }
 
@@ -88,7 +195,15 @@ GBX_NOINLINE void bus_write_slow(Machine& b, u32 addr, u8 v) {
   } else if (addr < 0xC000u) cart_ram_write(b, addr, v);
   else if (addr < 0xFE00u) mem_at(b, GBX_MEM_WRAM + ((addr - 0xC000u) & 0x1FFFu)) = v;
   else if (addr < 0xFF00u) {
-    if (ppu_oam_write_locked(b)) return;
+    if (ppu_oam_write_locked(b)) {
+      const u32 r = oam_bug_row(b, io_time(b));
+      if (r) {
+        ppu_service(b, io_time(b));
+        oam_bug_write_row(b, r);
+        oam_bug_after(b);
+      }
+      return;
+    }
     ppu_service(b, io_time(b));
     mem_at(b, GBX_MEM_OAM + (addr - 0xFE00u)) = v;
     // Objects decide the mode 3 length of lines to come, so the HBlank event may move.

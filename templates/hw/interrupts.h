@@ -20,7 +20,7 @@ GBX_FN void service_events(Core& c) {
 GBX_FN void interrupt_dispatch(Cpu& cpu, Core& bus) {
   cpu.ime = 0;
   idle(bus);
-  idle(bus);
+  idle_idu(bus, cpu.sp);  // the first SP decrement, as in a push (OAM corruption bug)
   wr(bus, --cpu.sp, (u8)(cpu.pc >> 8));
   const u8 ie = bus.ie;
   wr(bus, --cpu.sp, (u8)cpu.pc);

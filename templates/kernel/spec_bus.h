@@ -63,6 +63,29 @@ GBX_FN void wr(SpecBus& b, u32 addr, u8 v) {
   spec_sync(b);
 }
 
+// The IDU helpers of sm83/cpu.h: an OAM address goes through the interpreter's slow path
+// and ends the block, as an access beyond ROM / WRAM / HRAM does.
+GBX_FN void idle_idu(SpecBus& b, u32 addr) {
+  b.cycles += 4;
+  if (GBX_UNLIKELY((addr & 0xFFFFu) - 0xFE00u < 0x100u)) {
+    b.m.cycles = b.cycles;
+    oam_bug_idu(b.m);
+    spec_sync(b);
+  }
+}
+GBX_FN u8 rd_idu(SpecBus& b, u32 addr) {
+  addr &= 0xFFFFu;
+  if (GBX_UNLIKELY(addr - 0xFE00u < 0x100u)) {
+    b.cycles += 4;
+    b.m.cycles = b.cycles;
+    oam_bug_read_idu(b.m);
+    const u8 v = bus_read_slow(b.m, addr);
+    spec_sync(b);
+    return v;
+  }
+  return rd(b, addr);
+}
+
 // The opcode and immediates come from the block's constants: the fetch is charged, not done.
 GBX_FN void spec_fetch(Cpu& cpu, SpecBus& b, u16 next_pc) {
   b.cycles += 4;
@@ -83,7 +106,7 @@ GBX_FN void push16(Cpu& cpu, SpecBus& b, u16 v) {
   wr(b, --cpu.sp, (u8)v);
 }
 GBX_FN u16 pop16(Cpu& cpu, SpecBus& b) {
-  const u8 lo = rd(b, cpu.sp++);
+  const u8 lo = rd_idu(b, cpu.sp++);
   const u8 hi = rd(b, cpu.sp++);
   return (u16)(lo | (hi << 8));
 }

@@ -41,18 +41,47 @@ GBX_FN void wr(Core& b, u32 addr, u8 v) {
   b.cycles += 4;
   bus_write(b, addr & 0xFFFFu, v);
 }
+// The 16-bit increment/decrement unit (IDU) drives the address bus with the register it steps,
+// so an OAM address there during the OAM scan corrupts OAM like an access (hw/bus.h, "OAM
+// corruption bug"). Common path: one compare of the address.
+// idle_idu: an M-cycle with no access whose IDU step puts `addr` on the bus (INC rr, DEC rr,
+// the SP decrement before a push).
+GBX_FN void idle_idu(Core& b, u32 addr) {
+  b.cycles += 4;
+  if (GBX_UNLIKELY((addr & 0xFFFFu) - 0xFE00u < 0x100u)) {
+    oam_bug_idu(core_spill(b));
+    core_reload(b);
+  }
+}
+// rd_idu: a read whose address the IDU steps in the same M-cycle (LD A,[HL+/-], POP's first
+// byte): a read and an IDU write at once (Pan Docs "Read During Increase/Decrease").
+GBX_FN u8 rd_idu(Core& b, u32 addr) {
+  addr &= 0xFFFFu;
+  if (GBX_UNLIKELY(addr - 0xFE00u < 0x100u)) {
+    b.cycles += 4;
+    oam_bug_read_idu(core_spill(b));
+    core_reload(b);
+    return bus_read(b, addr);
+  }
+  return rd(b, addr);
+}
 GBX_FN u8 fetch8(Cpu& cpu, Core& b) { return rd(b, cpu.pc++); }
 GBX_FN u16 fetch16(Cpu& cpu, Core& b) {
   const u8 lo = fetch8(cpu, b);
   const u8 hi = fetch8(cpu, b);
   return (u16)(lo | (hi << 8));
 }
+// PUSH / CALL / RST / interrupt dispatch: the M-cycle before the two writes is the IDU's
+// first SP decrement (idle_idu(bus, cpu.sp) there); the second decrement shares the first
+// write's M-cycle and acts as that write (Pan Docs: "effectively behave like 3 writes").
 GBX_FN void push16(Cpu& cpu, Core& b, u16 v) {
   wr(b, --cpu.sp, (u8)(v >> 8));
   wr(b, --cpu.sp, (u8)v);
 }
+// POP / RET: the first read steps SP in its M-cycle (a read during increase); the second
+// read's increment does not disturb OAM (Pan Docs: POP triggers the bug 3 times, not 4).
 GBX_FN u16 pop16(Cpu& cpu, Core& b) {
-  const u8 lo = rd(b, cpu.sp++);
+  const u8 lo = rd_idu(b, cpu.sp++);
   const u8 hi = rd(b, cpu.sp++);
   return (u16)(lo | (hi << 8));
 }

@@ -28,6 +28,8 @@ from .vec_env import RomWarning, VecEnv  # noqa: E402
 from . import ramsearch  # noqa: E402
 from .ramsearch import RamSearch  # noqa: E402
 from .video import record_video  # noqa: E402
+from . import games  # noqa: E402
+from .games import make  # noqa: E402
 
 # gymnasium.make_vec("gbx/GameBoy-v0", num_envs=N, rom=...) builds a VecEnv (Gymnasium 1.x:
 # an id with only a vector entry point is made by calling it with num_envs and the kwargs).
@@ -54,5 +56,7 @@ __all__ = [
     "ramsearch",
     "record_video",
     "ENV_ID",
+    "games",
+    "make",
 ]
 __version__ = "0.1.0"

@@ -19,9 +19,11 @@ policy (actions sampled) on the same seeds, and prints::
     random policy: mean score X over N episodes
     trained policy: mean score Y over N episodes (Z x random) after S env-steps, M min
 
-``--device cuda``: the envs run on the GPU and the observations and rewards reach the
-networks as DLPack views of the backend's device buffers (``env.device_arrays()``), copied
-on the device into the rollout buffer; only actions (and the done flags) cross the bus.
+``--device cuda``: the envs run on the GPU and the observations reach the networks as DLPack
+views of the backend's device buffers (``env.device_arrays()``), copied on the device into
+the rollout buffer. Actions go to the env from the host (VecEnv.step takes numpy), and the
+rewards and done flags are read on the host (VecEnv.step's bookkeeping and the running
+reward scale need them there). Not yet run on a GPU.
 """
 from __future__ import annotations
 
@@ -135,8 +137,8 @@ def act(agent, x, action=None):
 # -- the env on either device ----------------------------------------------------------------
 
 class Obs:
-    """Observations and rewards as torch tensors on ``device``: on cuda, DLPack views of the
-    env's device output block (no host copy); on cpu, the numpy arrays VecEnv returns."""
+    """Observations as torch tensors on ``device``: on cuda, DLPack views of the env's device
+    output block (no host-to-device copy); on cpu, the numpy arrays VecEnv returns."""
 
     def __init__(self, env, device):
         self.env, self.device = env, device

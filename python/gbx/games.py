@@ -237,8 +237,10 @@ def _pokemon_intro() -> tuple[tuple, ...]:
     text box DOWN does nothing and A advances it; at the two name menus DOWN moves the cursor
     from NEW NAME to the first preset name and A picks it. Not yet run on a real cartridge
     (the issue's "after landing" check); the stand-in ROM test runs its mechanics."""
-    steps: list[tuple] = [("wait", 360), ("start", 4), ("wait", 90), ("start", 4), ("wait", 60),
-                          ("a", 4), ("wait", 90)]
+    # START skips the Game Freak intro to the title; START again (once the logo has settled)
+    # opens the menu of a cartridge without a save (NEW GAME, OPTION); A picks NEW GAME.
+    steps: list[tuple] = [("wait", 400), ("start", 4), ("wait", 240), ("start", 4),
+                          ("wait", 120), ("a", 4), ("wait", 120)]
     for _ in range(45):
         steps += [("down", 2), ("wait", 8), ("a", 2), ("wait", 40)]
     steps.append(("until", "ram(0xD35E) == 38", 3600))

@@ -9,6 +9,9 @@
 #   GBX_TEST_NVRTC_WHEEL=0   skip the NVRTC-wheel job (no network)
 #   GBX_TEST_PYBOY=1         also install PyBoy 2.8.1 (~250 MB) and run gbx.pyboy_compat's live
 #                            comparison with it (otherwise those tests skip)
+#   GBX_TEST_TRAINERS=1      also install torch (the CUDA build, ~3 GB), stable-baselines3 and
+#                            pufferlib-core, and run tests/python/test_adapters.py with them
+#                            (otherwise those tests skip)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
@@ -93,6 +96,7 @@ venv="$build/pyvenv"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 extras=test
 [ "${GBX_TEST_PYBOY:-0}" = 1 ] && extras=test,pyboy
+[ "${GBX_TEST_TRAINERS:-0}" = 1 ] && extras="$extras,trainers"
 "$venv/bin/python" -m pip install -q "$root[$extras]" \
   --config-settings=cmake.define.GBX_PREBUILT_DIR="$build" \
   --config-settings=build-dir="$build/python-wheel"

@@ -30,6 +30,8 @@ from .ramsearch import RamSearch  # noqa: E402
 from .video import record_video  # noqa: E402
 from . import expressions  # noqa: E402
 from .scripting import Script, ScriptError, ScriptTimeout, script  # noqa: E402
+from . import games  # noqa: E402
+from .games import make  # noqa: E402
 
 # gymnasium.make_vec("gbx/GameBoy-v0", num_envs=N, rom=...) builds a VecEnv (Gymnasium 1.x:
 # an id with only a vector entry point is made by calling it with num_envs and the kwargs).
@@ -61,5 +63,7 @@ __all__ = [
     "ScriptTimeout",
     "script",
     "ENV_ID",
+    "games",
+    "make",
 ]
 __version__ = "0.1.0"

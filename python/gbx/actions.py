@@ -20,6 +20,11 @@ name           space                   action -> buttons
                                        8 DOWN
 ``multibinary`` ``MultiBinary(8)``     element i presses bit i (any combination)
 =============  ======================  ==================================================
+
+A game's own action set (``gbx.games`` profiles use it): a sequence of button names (case
+does not matter), each one action, ``"noop"`` for none and ``"+"`` for buttons pressed
+together, e.g. ``actions=("up", "down", "left", "right")`` is ``Discrete(4)`` and
+``("noop", "a", "b+left")`` is ``Discrete(3)``.
 """
 from __future__ import annotations
 
@@ -72,10 +77,36 @@ CODECS = {
 }
 
 
-def get_codec(name: str):
-    """The action codec named ``name`` (a key of :data:`CODECS`); ValueError otherwise."""
+def button_mask(label: str) -> int:
+    """The joypad byte of ``"noop"``, one button name (``"a"``, ``"start"``, ``"up"`` ...) or
+    several joined with ``+`` (``"b+left"``); case does not matter."""
+    if not isinstance(label, str) or not label.strip():
+        raise ValueError(f"a button label is a non-empty string, got {label!r}")
+    if label.strip().lower() == "noop":
+        return 0
+    mask = 0
+    for part in label.split("+"):
+        name = part.strip().upper()
+        if name not in BUTTON_NAMES:
+            raise ValueError(
+                f"unknown button {part.strip()!r} in {label!r} (buttons: "
+                f"{', '.join(n.lower() for n in BUTTON_NAMES)}, or noop)")
+        mask |= 1 << BUTTON_NAMES.index(name)
+    return mask
+
+
+def get_codec(name):
+    """The action codec named ``name`` (a key of :data:`CODECS`), or a custom discrete set from
+    a tuple of button labels (see :func:`button_mask`); ValueError otherwise."""
+    if isinstance(name, (list, tuple)):
+        if not name:
+            raise ValueError("an action set needs at least one action")
+        labels = tuple(str(x) for x in name)
+        return DiscreteCodec("custom", tuple(button_mask(x) for x in name), labels)
     if not isinstance(name, str) or name not in CODECS:
-        raise ValueError(f"unknown action codec {name!r} (choose one of {', '.join(CODECS)})")
+        raise ValueError(
+            f"unknown action codec {name!r} (choose one of {', '.join(CODECS)}, or a tuple of "
+            "button labels such as ('up', 'down', 'left', 'right'))")
     return CODECS[name]
 
 

@@ -47,7 +47,8 @@ class VecEnv(gym.vector.VectorEnv):
     - ``frames_per_step``: emulated frames (70224 T-cycles each) per ``step``.
     - ``release_after_frames``: a step's buttons are pressed for its first N frames, then
       released (N >= ``frames_per_step``: held for the whole step).
-    - ``actions``: action codec, see :mod:`gbx.actions` (pokemon8, buttons8, multibinary).
+    - ``actions``: action codec, see :mod:`gbx.actions` (pokemon8, buttons8, multibinary,
+      or a game's own tuple of button labels such as ``("up", "down", "left", "right")``).
     - ``obs``: ``"pixels"`` (default: the screen, uint8[144, 160]), ``"vec"`` (obs_v0:
       registers and mixes of C000-C00F, 32 float32 in [0, 1], a stage test, design section 2)
       or a dict spec ``{"pixels": "full"|"half"|"packed", "ram": [addr, ...], "vec": True}``,
@@ -104,7 +105,7 @@ class VecEnv(gym.vector.VectorEnv):
         device: str = "cpu",
         frames_per_step: int = 24,
         release_after_frames: int = 8,
-        actions: str = "pokemon8",
+        actions: str | Sequence[str] = "pokemon8",
         obs: Any = "pixels",
         reward: str | None = None,
         done: str | None = None,

@@ -422,18 +422,21 @@ class GameEnv(VecEnv):
             self._hi = max(t.hi for t in self._terms)
 
     def reset(self, *, seed=None, options=None):
+        """As :meth:`gbx.VecEnv.reset`; the Python-side reward terms of the reset envs restart."""
         out = super().reset(seed=seed, options=options)
         mask = None if not options else options.get("reset_mask")
         self._restart_terms(np.ones(self.num_envs, bool) if mask is None else np.asarray(mask))
         return out
 
     def load_state(self, i, blob):
+        """As :meth:`gbx.VecEnv.load_state`; env ``i``'s Python-side reward terms restart."""
         super().load_state(i, blob)
         mask = np.zeros(self.num_envs, bool)
         mask[self._index(i)] = True
         self._restart_terms(mask)
 
     def copy_state(self, src, dst_mask):
+        """As :meth:`gbx.VecEnv.copy_state`; the destinations' Python-side reward terms restart."""
         super().copy_state(src, dst_mask)
         mask = np.asarray(dst_mask).copy()
         mask[self._index(src)] = False

@@ -72,6 +72,7 @@ class PufferEnv(_PufferEnv):
         super().__init__(buf)
 
     def reset(self, seed: int | None = None):
+        """Resets every env and writes the observations into PufferLib's buffer."""
         obs, _ = self.venv.reset(seed=self._seed if seed is None else seed)
         np.copyto(self.observations, obs)
         self.rewards.fill(0)
@@ -80,6 +81,8 @@ class PufferEnv(_PufferEnv):
         return self.observations, []
 
     def step(self, actions):
+        """Steps every env, writing observations, rewards, terminals and truncations into
+        PufferLib's buffers (ended envs reset in the same call); returns them and the infos."""
         obs, reward, term, trunc, info = self.venv.step(np.asarray(actions))
         done = term | trunc
         infos: list[dict] = []
@@ -100,6 +103,7 @@ class PufferEnv(_PufferEnv):
         return self.observations, self.rewards, self.terminals, self.truncations, infos
 
     def close(self):
+        """Closes the underlying :class:`gbx.VecEnv`."""
         self.venv.close()
 
 

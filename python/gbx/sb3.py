@@ -62,6 +62,7 @@ class VecEnv(_SB3VecEnv):
     # -- SB3 API -------------------------------------------------------------------------------
 
     def reset(self):
+        """Resets every env (seeded by :meth:`seed` if it was called); returns the observations."""
         seeds = list(self._seeds) if any(s is not None for s in self._seeds) else None
         obs, _ = self.venv.reset(seed=seeds)
         self._reset_seeds()
@@ -71,9 +72,12 @@ class VecEnv(_SB3VecEnv):
         return obs
 
     def step_async(self, actions: np.ndarray) -> None:
+        """Takes the actions the next :meth:`step_wait` steps with."""
         self._actions = np.asarray(actions)
 
     def step_wait(self):
+        """Steps every env; ended envs are reset in the same call, their last observation in
+        ``infos[i]["terminal_observation"]`` (SB3's convention). Returns (obs, rewards, dones, infos)."""
         if self._actions is None:
             raise RuntimeError("step_wait() without step_async()")
         obs, reward, term, trunc, info = self.venv.step(self._actions)
@@ -94,29 +98,36 @@ class VecEnv(_SB3VecEnv):
         return obs, np.asarray(reward, np.float32), done, infos
 
     def close(self) -> None:
+        """Closes the underlying :class:`gbx.VecEnv`."""
         self.venv.close()
 
     def get_attr(self, attr_name: str, indices=None) -> list:
+        """The underlying env's attribute, once per index (all envs share one VecEnv)."""
         return [getattr(self.venv, attr_name) for _ in self._indices(indices)]
 
     def set_attr(self, attr_name: str, value: Any, indices=None) -> None:
+        """Sets an attribute of the underlying env (shared by every index)."""
         self._indices(indices)
         setattr(self.venv, attr_name, value)
 
     def env_method(self, method_name: str, *method_args, indices=None, **method_kwargs) -> list:
+        """Calls a method of the underlying env once per index; the results in index order."""
         fn = getattr(self.venv, method_name)
         return [fn(*method_args, **method_kwargs) for _ in self._indices(indices)]
 
     def env_is_wrapped(self, wrapper_class, indices=None) -> list[bool]:
+        """False for every index: the envs are not Gymnasium-wrapped."""
         return [False for _ in self._indices(indices)]
 
     def seed(self, seed: int | None = None) -> Sequence[None | int]:
+        """Seeds the next :meth:`reset`: env i gets ``seed + i`` (a random base if None)."""
         if seed is None:
             seed = int(np.random.randint(0, 2**31 - 1))
         self._seeds = [seed + i for i in range(self.num_envs)]
         return self._seeds
 
     def get_images(self) -> Sequence[np.ndarray | None]:
+        """Env 0's screen as RGB when the env renders (``render_mode="rgb_array"``), else None."""
         img = self.venv.render() if self.venv.render_mode == "rgb_array" else None
         return [img] + [None] * (self.num_envs - 1)
 

@@ -237,10 +237,10 @@ std::vector<uint8_t> run_wave_cases(int freq_lo, const std::vector<int>& ks, Wav
 
 }  // namespace
 
-// Pan Docs "Audio Registers", FF30-FF3F: with CH3 on, "accessing any byte from $FF30-$FF3F is
-// equivalent to accessing the current byte selected by the waveform position. Further, on
-// monochrome consoles, the access will only work in the cycle in which the wave channel
-// reads from wave RAM; otherwise reads return $FF". Freq 0x7FD: P = 6, fetches at T0 + 6j + 6
+// Pan Docs "Audio Registers", FF30-FF3F: while CH3 is active any wave address reaches the byte
+// CH3 is currently reading, and on monochrome consoles only on the cycle CH3 reads it;
+// otherwise reads return $FF (SameBoy: wave_form_just_read, one 2 T-cycle tick after each
+// fetch). Freq 0x7FD: P = 6, fetches at T0 + 6j + 6
 // (sample j, byte j / 2); the read at T0 + 4k + 12 meets fetch 3 (byte 1) for k = 3 and fetch
 // 5 (byte 2) for k = 6, and misses at 4 and 2 T-cycles after a fetch (k = 4, 5).
 TEST_CASE("DMG wave RAM reads while CH3 plays: the byte being fetched on that cycle, else FF") {
@@ -264,7 +264,9 @@ TEST_CASE("DMG wave RAM reads while CH3 plays: the byte being fetched on that cy
 // after fetches 9 and 10 and leave wave RAM alone.
 TEST_CASE("DMG CH3 retrigger while it reads a sample corrupts the first wave RAM bytes") {
   const auto m = run_wave_cases(0xFC, {6, 17, 18, 19}, WaveProbe::Retrigger);
-  auto bytes = [&](int c) { return std::vector<uint8_t>(m.begin() + c * 5, m.begin() + c * 5 + 4); };
+  auto bytes = [&](int c) {
+    return std::vector<uint8_t>(m.begin() + c * 5, m.begin() + c * 5 + 4);
+  };
   CHECK(bytes(0) == std::vector<uint8_t>{0x22, 0x11, 0x22, 0x33});
   CHECK(bytes(1) == std::vector<uint8_t>{0x00, 0x11, 0x22, 0x33});
   CHECK(bytes(2) == std::vector<uint8_t>{0x44, 0x55, 0x66, 0x77});

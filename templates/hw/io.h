@@ -184,9 +184,9 @@ GBX_FN void apu_div_reset(Machine& b, i64 now) {
 // the index to 0 and the first fetch (index 1, byte 0) comes 3 ticks after a full period
 // (SameBoy apu.c: sample_countdown = (sample_length ^ 0x7FF) + 3 on NR34 trigger; the
 // countdown reloaded with sample_length ^ 0x7FF after each read; gbdev wiki "Gameboy sound
-// hardware", Wave Channel: "the position is reset to 0 but the first sample is not read
-// until the timer expires"). blargg's dmg_sound 09/10/12 scan this 2 T-cycles at a time: a
-// trigger commit at t puts the first fetch at t + 6 + 2 * (2048 - freq).
+// hardware", Trigger Event: the wave channel's position is set to 0, the sample buffer is not
+// refilled). blargg's dmg_sound 09/10/12 scan this 2 T-cycles at a time: a trigger commit at
+// t puts the first fetch at t + 6 + 2 * (2048 - freq).
 //
 // Nothing ticks per cycle: the next fetch's cycle and index are stored (GBX_APU_CH3_*), and
 // apu_ch3_sync counts the periods elapsed when something needs the position (a wave RAM
@@ -201,7 +201,9 @@ GBX_FN void apu_ch3_set_next(u16* st, i64 t) {
   for (u32 i = 0; i < 4; ++i) w[i] = (u16)((u64)t >> (16 * i));
 }
 
-GBX_FN i64 apu_ch3_period(const u16* st) { return 2 * (2048 - (i64)(st[GBX_APU_CH3_FREQ] & 0x7FFu)); }
+GBX_FN i64 apu_ch3_period(const u16* st) {
+  return 2 * (2048 - (i64)(st[GBX_APU_CH3_FREQ] & 0x7FFu));
+}
 
 // Runs CH3's fetches due at or before `now` (the channel on): afterwards the next fetch is
 // after `now`, GBX_APU_CH3_GAP before it the last one.
@@ -217,11 +219,10 @@ GBX_FN void apu_ch3_sync(Machine& b, i64 now) {
 }
 
 // The wave RAM byte (0-15) CH3 reads on the cycle `now`, or -1 when it reads none then (the
-// channel on). Pan Docs "Audio Registers", FF30-FF3F: "If the wave channel is enabled,
-// accessing any byte from $FF30-$FF3F is equivalent to accessing the current byte selected
-// by the waveform position. Further, on monochrome consoles, the access will only work in
-// the cycle in which the wave channel reads from wave RAM; otherwise reads return $FF and
-// writes are ignored." SameBoy apu.c keeps wave_form_just_read set for the one 2 MHz tick
+// channel on). Pan Docs "Audio Registers", FF30-FF3F: while CH3 is active the byte accessed
+// is the one CH3 is currently reading, whatever the address; on monochrome consoles only on
+// the same cycle CH3 reads it, otherwise reads return $FF and writes are ignored. SameBoy
+// apu.c (GB_apu_read/GB_apu_write) keeps wave_form_just_read set for the one 2 MHz tick
 // (2 T-cycles) after a fetch; blargg's 09 (reads) and 12 (writes) pass with exactly that
 // window.
 GBX_FN i32 apu_ch3_byte_read_at(Machine& b, i64 now) {

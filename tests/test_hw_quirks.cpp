@@ -306,3 +306,81 @@ TEST_CASE("OAM corruption bug: INC rr writes, LD A,(HL) reads, LD A,(HL+) reads 
     CHECK(oam_words(oam_after("LD A,(HL+)", 9)) == want);
   }
 }
+
+// Channel 3 on the DMG (templates/hw/io.h, docs/machine/apu.md). A trigger commit at t puts
+// CH3's first fetch (sample 1, wave byte 0) at t + 6 + P, P = 2 * (2048 - freq) T-cycles,
+// then one every P (SameBoy apu.c: sample_countdown = (sample_length ^ 0x7FF) + 3 at 2 T a
+// tick). Each case below reloads wave RAM with 00 11 .. FF, triggers CH3 (LDH (NR34),A: the
+// write at T0), runs k NOPs and then accesses at T0 + 4k + 12 (the third M-cycle of an LDH),
+// stops CH3 (NR30 = 0) and copies wave bytes 0-3 (and a read's value) to HRAM.
+namespace {
+
+enum class WaveProbe { Read, Retrigger };
+
+void wave_case(Asm& a, int freq_lo, int k, WaveProbe probe, int out) {
+  a.op("XOR A").op("LDH (a8),A", 0x1A);  // NR30 = 0: CH3 off, wave RAM free
+  a.op("LD HL,d16", 0xFF30).op("LD B,d8", 16);
+  const std::string fill = "fill" + std::to_string(out);
+  a.label(fill).op("LD (HL+),A").op("ADD A,d8", 0x11).op("DEC B").op("JR NZ,r8", fill);
+  a.op("LD A,d8", 0x80).op("LDH (a8),A", 0x1A);     // DAC on
+  a.op("XOR A").op("LDH (a8),A", 0x1C);             // NR32: silent
+  a.op("LD A,d8", freq_lo).op("LDH (a8),A", 0x1D);  // NR33
+  a.op("LD A,d8", 0x87).op("LDH (a8),A", 0x1E);     // NR34: trigger, freq bits 8-10 = 7
+  for (int i = 0; i < k; ++i) a.op("NOP");
+  if (probe == WaveProbe::Read) {
+    a.op("LDH A,(a8)", 0x3C).op("LD C,A");  // any wave address reads the byte CH3 reads
+  } else {
+    a.op("LDH (a8),A", 0x1E).op("LD C,A");  // retrigger
+  }
+  a.op("XOR A").op("LDH (a8),A", 0x1A);
+  a.op("LD A,C").op("LDH (a8),A", out + 4);
+  for (int i = 0; i < 4; ++i) a.op("LDH A,(a8)", 0x30 + i).op("LDH (a8),A", out + i);
+}
+
+std::vector<uint8_t> run_wave_cases(int freq_lo, const std::vector<int>& ks, WaveProbe probe) {
+  Asm a;
+  a.op("DI").op("LD A,d8", 0x80).op("LDH (a8),A", 0x26);  // APU on
+  for (size_t i = 0; i < ks.size(); ++i) wave_case(a, freq_lo, ks[i], probe, 0x80 + 5 * (int)i);
+  a.label("end").op("JR r8", "end");
+  auto be = backend_for(a, 1);
+  REQUIRE(be->step({0}).ok());
+  return mem(*be, 0xFF80, (uint16_t)(0xFF80 + 5 * ks.size()));
+}
+
+}  // namespace
+
+// Pan Docs "Audio Registers", FF30-FF3F: while CH3 is active any wave address reaches the byte
+// CH3 is currently reading, and on monochrome consoles only on the cycle CH3 reads it;
+// otherwise reads return $FF (SameBoy: wave_form_just_read, one 2 T-cycle tick after each
+// fetch). Freq 0x7FD: P = 6, fetches at T0 + 6j + 6
+// (sample j, byte j / 2); the read at T0 + 4k + 12 meets fetch 3 (byte 1) for k = 3 and fetch
+// 5 (byte 2) for k = 6, and misses at 4 and 2 T-cycles after a fetch (k = 4, 5).
+TEST_CASE("DMG wave RAM reads while CH3 plays: the byte being fetched on that cycle, else FF") {
+  const auto m = run_wave_cases(0xFD, {3, 4, 5, 6}, WaveProbe::Read);
+  CHECK(m[0 * 5 + 4] == 0x11);
+  CHECK(m[1 * 5 + 4] == 0xFF);
+  CHECK(m[2 * 5 + 4] == 0xFF);
+  CHECK(m[3 * 5 + 4] == 0x22);
+  for (int c = 0; c < 4; ++c) CHECK(m[c * 5 + 0] == 0x00);  // reads change nothing
+}
+
+// Pan Docs "Audio Details", Obscure behavior / gbdev wiki "Gameboy sound hardware", Obscure
+// Behavior: "Triggering the wave channel on the DMG while it reads a sample byte will alter
+// the first four bytes of wave RAM. If the channel was reading one of the first four bytes,
+// the only first byte will be rewritten with the byte being read. If the channel was reading
+// one of the later 12 bytes, the first FOUR bytes of wave RAM will be rewritten with the four
+// aligned bytes that the read was from". SameBoy apu.c corrupts when the trigger comes the
+// tick before the fetch (sample_countdown == 0), with the byte that fetch reads. Freq 0x7FC:
+// P = 8, fetch j at T0 + 8j + 6; the retrigger at T0 + 4k + 12 is 2 T-cycles before fetch 4
+// (byte 2) for k = 6 and before fetch 10 (byte 5) for k = 18; k = 17 and 19 are 2 T-cycles
+// after fetches 9 and 10 and leave wave RAM alone.
+TEST_CASE("DMG CH3 retrigger while it reads a sample corrupts the first wave RAM bytes") {
+  const auto m = run_wave_cases(0xFC, {6, 17, 18, 19}, WaveProbe::Retrigger);
+  auto bytes = [&](int c) {
+    return std::vector<uint8_t>(m.begin() + c * 5, m.begin() + c * 5 + 4);
+  };
+  CHECK(bytes(0) == std::vector<uint8_t>{0x22, 0x11, 0x22, 0x33});
+  CHECK(bytes(1) == std::vector<uint8_t>{0x00, 0x11, 0x22, 0x33});
+  CHECK(bytes(2) == std::vector<uint8_t>{0x44, 0x55, 0x66, 0x77});
+  CHECK(bytes(3) == std::vector<uint8_t>{0x00, 0x11, 0x22, 0x33});
+}

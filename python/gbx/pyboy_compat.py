@@ -445,7 +445,8 @@ def import_state(state: bytes | str | os.PathLike, rom: str | bytes | os.PathLik
     put("apu_synced", cycles)
     lengths = [p.sound[ch]["lengthtimer"] & 0xFFFF for ch in ("ch1", "ch2", "ch3", "ch4")]
     # The words after the four counters (CH1 frequency and sweep, the frame sequencer's step
-    # offset: templates/hw/io.h) are not mapped: 0, sweep off.
+    # offset, CH3's frequency and wave position: templates/hw/io.h) are not mapped: 0, sweep
+    # off, CH3 counted from cycle 0 at frequency 0 (docs/machine/apu.md).
     out["apu_length"] = b"".join(_le(v, 2) for v in lengths).ljust(len(fields["apu_length"]), b"\0")
 
     # Joypad: GBX holds buttons active-high (A B Select Start Right Left Up Down).

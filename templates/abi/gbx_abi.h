@@ -4,12 +4,12 @@
 #ifndef GBX_ABI_H
 #define GBX_ABI_H
 
-#define GBX_ABI_VERSION 9
+#define GBX_ABI_VERSION 10
 // Save states of every ABI from this one up read as this one. v7 added GbxParams::spec_retired
 // and v8 put env_frames in the reserved joyp_select slot (launch parameters); v9 widened
-// apu_length to GBX_APU_WORDS halfwords per env (CH1 sweep and frame-sequencer state), so
-// older states do not load.
-#define GBX_ABI_STATE_COMPAT_MIN 9
+// apu_length to GBX_APU_WORDS halfwords per env (CH1 sweep and frame-sequencer state) and v10
+// to 16 (CH3 frequency and position), so older states do not load.
+#define GBX_ABI_STATE_COMPAT_MIN 10
 
 // Per-env writable memory (memory model dmg): only the regions a cartridge cannot supply.
 #define GBX_MEM_VRAM 0x0000u  // 0x8000-0x9FFF
@@ -51,7 +51,7 @@
 // MBC3 real-time clock: 5 counting registers (S M H DL DH), then the 5 latched copies.
 #define GBX_RTC_BYTES 10
 // apu_length halfwords per env (state_fields.h: 2 * this many bytes)
-#define GBX_APU_WORDS 8u
+#define GBX_APU_WORDS 16u
 #define GBX_RTC_CYCLES_PER_SECOND 4194304LL
 
 // Trap kinds: an env that traps stops running; the others go on.
@@ -98,8 +98,9 @@ typedef struct GbxState {
   unsigned char* trap_opcode;
   long long* tima_reload;        // cycle of the last TIMA reload from TMA, or the pending one
   long long* apu_synced;         // cycle up to which the APU length counters have counted
-  unsigned short* apu_length;    // 8 per env: length counters of channels 1-4, then APU state
-                                 // (GBX_APU_* in templates/hw/io.h: CH1 frequency, sweep)
+  unsigned short* apu_length;    // 16 per env: length counters of channels 1-4, then APU state
+                                 // (GBX_APU_* in templates/hw/io.h: CH1 frequency, sweep,
+                                 // sequencer offset, CH3 frequency and position)
   unsigned char* joyp_held;      // buttons held at the end of the last step (edge detection)
   float* user_prev;                // GBX_USER_TRACK_MAX per env: tracked values at the last step
   unsigned char* user_prev_valid;  // 0 after reset: the next epilog takes prev = current

@@ -67,7 +67,7 @@ GBX_FN void joyp_update(Machine& b, u8 select_byte, u8 buttons) {
 // Nothing ticks per cycle: apu_sync counts the edges since apu_synced from div_epoch. Edge k
 // (the counter reaching k * 8192 since div_epoch) runs step (k + offset) & 7; the offset
 // (GBX_APU_FS) makes the step after a power-on step 0 and keeps the count through DIV resets.
-// Not modelled: envelopes, wave RAM access while CH3 plays, the CH3 position.
+// Not modelled: envelopes, the noise channel's LFSR, any output.
 #define GBX_APU_FS_SHIFT 13
 #define GBX_APU_FREQ 4    // apu_length_of()[4]: CH1 frequency as written to NR13/NR14 (11 bits)
 #define GBX_APU_SHADOW 5  // [5]: CH1 sweep shadow frequency
@@ -75,6 +75,10 @@ GBX_FN void joyp_update(Machine& b, u8 select_byte, u8 buttons) {
 #define GBX_APU_FS 7      // [7]: frame-sequencer step offset (bits 0-2)
 #define GBX_APU_SWEEP_ON 0x10u
 #define GBX_APU_SWEEP_NEG_USED 0x20u
+#define GBX_APU_CH3_FREQ 8    // [8]: CH3 frequency as written to NR33/NR34 (11 bits)
+#define GBX_APU_CH3_POS 9     // [9]: the sample index (0-31) CH3's next fetch reads
+#define GBX_APU_CH3_GAP 10    // [10]: T-cycles from its last fetch to the next (0: none yet)
+#define GBX_APU_CH3_NEXT 12   // [12-15]: cycle of CH3's next fetch (i64, low halfword first)
 
 GBX_FN u32 apu_nrx4(u32 ch) { return 0xFF14u + 5u * ch; }
 
@@ -173,6 +177,87 @@ GBX_FN void apu_div_reset(Machine& b, i64 now) {
   }
 }
 
+// Channel 3 (wave) position, DMG. While CH3 plays its frequency timer counts 2048 - freq
+// ticks of 2 T-cycles; at each expiry it reloads from the frequency then in effect (a write
+// to NR33/NR34 does not restart a running period), advances the sample index (0-31, two
+// 4-bit samples a wave RAM byte) and reads the byte holding the new sample. A trigger resets
+// the index to 0 and the first fetch (index 1, byte 0) comes 3 ticks after a full period
+// (SameBoy apu.c: sample_countdown = (sample_length ^ 0x7FF) + 3 on NR34 trigger; the
+// countdown reloaded with sample_length ^ 0x7FF after each read; gbdev wiki "Gameboy sound
+// hardware", Trigger Event: the wave channel's position is set to 0, the sample buffer is not
+// refilled). blargg's dmg_sound 09/10/12 scan this 2 T-cycles at a time: a trigger commit at
+// t puts the first fetch at t + 6 + 2 * (2048 - freq).
+//
+// Nothing ticks per cycle: the next fetch's cycle and index are stored (GBX_APU_CH3_*), and
+// apu_ch3_sync counts the periods elapsed when something needs the position (a wave RAM
+// access, a frequency write, a trigger), so a ROM that never touches CH3 pays nothing.
+GBX_FN i64 apu_ch3_next(const u16* st) {
+  const u16* w = st + GBX_APU_CH3_NEXT;
+  return (i64)((u64)w[0] | ((u64)w[1] << 16) | ((u64)w[2] << 32) | ((u64)w[3] << 48));
+}
+
+GBX_FN void apu_ch3_set_next(u16* st, i64 t) {
+  u16* w = st + GBX_APU_CH3_NEXT;
+  for (u32 i = 0; i < 4; ++i) w[i] = (u16)((u64)t >> (16 * i));
+}
+
+GBX_FN i64 apu_ch3_period(const u16* st) {
+  return 2 * (2048 - (i64)(st[GBX_APU_CH3_FREQ] & 0x7FFu));
+}
+
+// Runs CH3's fetches due at or before `now` (the channel on): afterwards the next fetch is
+// after `now`, GBX_APU_CH3_GAP before it the last one.
+GBX_FN void apu_ch3_sync(Machine& b, i64 now) {
+  u16* st = apu_length_of(b);
+  const i64 next = apu_ch3_next(st);
+  if (next > now) return;
+  const i64 period = apu_ch3_period(st);
+  const i64 more = (now - next) / period;  // fetches after `next` up to `now`
+  st[GBX_APU_CH3_POS] = (u16)((st[GBX_APU_CH3_POS] + more + 1) & 31);
+  st[GBX_APU_CH3_GAP] = (u16)period;
+  apu_ch3_set_next(st, next + (more + 1) * period);
+}
+
+// The wave RAM byte (0-15) CH3 reads on the cycle `now`, or -1 when it reads none then (the
+// channel on). Pan Docs "Audio Registers", FF30-FF3F: while CH3 is active the byte accessed
+// is the one CH3 is currently reading, whatever the address; on monochrome consoles only on
+// the same cycle CH3 reads it, otherwise reads return $FF and writes are ignored. SameBoy
+// apu.c (GB_apu_read/GB_apu_write) keeps wave_form_just_read set for the one 2 MHz tick
+// (2 T-cycles) after a fetch; blargg's 09 (reads) and 12 (writes) pass with exactly that
+// window.
+GBX_FN i32 apu_ch3_byte_read_at(Machine& b, i64 now) {
+  apu_ch3_sync(b, now);
+  const u16* st = apu_length_of(b);
+  const i64 gap = st[GBX_APU_CH3_GAP];
+  if (gap == 0 || now - (apu_ch3_next(st) - gap) >= 2) return -1;
+  return (i32)(((st[GBX_APU_CH3_POS] - 1u) & 31u) >> 1);
+}
+
+// DMG wave RAM corruption on a CH3 trigger while it plays (Pan Docs "Audio Details",
+// Obscure behavior; gbdev wiki "Gameboy sound hardware", Obscure Behavior: "Triggering the
+// wave channel on the DMG while it reads a sample byte will alter the first four bytes of
+// wave RAM"): if the trigger comes the tick before a fetch (SameBoy apu.c NR34:
+// is_active && sample_countdown == 0), the byte that fetch would read (offset o) is copied
+// to byte 0 when o < 4, else the 4-byte block holding it goes over bytes 0-3. blargg's
+// dmg_sound 10 passes with this window and no other.
+GBX_FN void apu_ch3_trigger(Machine& b, i64 now, bool playing) {
+  u16* st = apu_length_of(b);
+  if (playing) {
+    apu_ch3_sync(b, now);
+    if (apu_ch3_next(st) - now <= 2) {
+      const u32 o = (st[GBX_APU_CH3_POS] & 31u) >> 1;
+      if (o < 4) {
+        *io_reg(b, 0xFF30) = *io_reg(b, 0xFF30 + o);
+      } else {
+        for (u32 i = 0; i < 4; ++i) *io_reg(b, 0xFF30 + i) = *io_reg(b, 0xFF30 + (o & ~3u) + i);
+      }
+    }
+  }
+  st[GBX_APU_CH3_POS] = 1;  // the index is 0; the first fetch advances it to 1
+  st[GBX_APU_CH3_GAP] = 0;
+  apu_ch3_set_next(st, now + 6 + apu_ch3_period(st));
+}
+
 GBX_FN bool apu_dac_on(Machine& b, u32 ch) {
   if (ch == 2) return (*io_reg(b, 0xFF1A) & 0x80) != 0;
   return (*io_reg(b, 0xFF12 + 5u * ch) & 0xF8) != 0;
@@ -197,6 +282,7 @@ GBX_FN void apu_write(Machine& b, u32 addr, u8 v) {
       st[GBX_APU_FREQ] = 0;
       st[GBX_APU_SHADOW] = 0;
       st[GBX_APU_SWEEP] = 0;
+      st[GBX_APU_CH3_FREQ] = 0;
     } else {
       if (!(*nr52 & 0x80)) {
         // Power on resets the frame sequencer: the next step is step 0.
@@ -214,9 +300,25 @@ GBX_FN void apu_write(Machine& b, u32 addr, u8 v) {
     // Powered off, only the length counters take writes (DMG).
     if (!(*nr52 & 0x80)) return;
   }
+  if (addr >= 0xFF30) {
+    // Wave RAM while CH3 plays: only on the cycle CH3 reads a byte, and to that byte.
+    if (*nr52 & 4) {
+      const i32 at = apu_ch3_byte_read_at(b, now);
+      if (at >= 0) *io_reg(b, 0xFF30 + (u32)at) = v;
+      return;
+    }
+    *io_reg(b, addr) = v;
+    return;
+  }
+  // CH3's frequency: a running period ends at the old one, so the fetches before run first.
+  if (addr == 0xFF1D || addr == 0xFF1E) {
+    if (*nr52 & 4) apu_ch3_sync(b, now);
+    const u32 f = st[GBX_APU_CH3_FREQ];
+    st[GBX_APU_CH3_FREQ] = (u16)(addr == 0xFF1D ? (f & 0x700u) | v : (f & 0xFFu) | ((v & 7u) << 8));
+  }
   const u8 old = *io_reg(b, addr);
   *io_reg(b, addr) = (u8)(v | io_read_mask(addr));
-  if (addr >= 0xFF30 || addr > 0xFF23) return;
+  if (addr > 0xFF23) return;
   const u32 reg = addr == 0xFF1A ? 0u : addr - 0xFF10u - 5u * ch;
   if (addr == 0xFF10) {
     // Clearing negate after a calculation used it since the trigger turns CH1 off.
@@ -237,6 +339,7 @@ GBX_FN void apu_write(Machine& b, u32 addr, u8 v) {
       if (st[ch] == 0 && !(v & 0x80)) *nr52 &= (u8)~(1u << ch);
     }
     if (v & 0x80) {  // trigger
+      if (ch == 2) apu_ch3_trigger(b, now, (*nr52 & 4) != 0);
       // A zero length reloads to 64 (256), minus the one clock above in that case.
       if (st[ch] == 0) st[ch] = (u16)(skip && (v & 0x40) ? full - 1 : full);
       if (apu_dac_on(b, ch)) *nr52 |= (u8)(1u << ch);
@@ -256,6 +359,16 @@ GBX_FN void apu_write(Machine& b, u32 addr, u8 v) {
 
 GBX_FN u8 apu_read(Machine& b, u32 addr) {
   if (addr == 0xFF26) apu_sync(b, io_time(b));
+  if (addr >= 0xFF30 && (*io_reg(b, 0xFF26) & 4)) {
+    // Wave RAM while CH3 plays (the length counter may have stopped it by now): the byte CH3
+    // reads on this cycle, 0xFF on any other.
+    const i64 now = io_time(b);
+    apu_sync(b, now);
+    if (*io_reg(b, 0xFF26) & 4) {
+      const i32 at = apu_ch3_byte_read_at(b, now);
+      return at >= 0 ? *io_reg(b, 0xFF30 + (u32)at) : (u8)0xFF;
+    }
+  }
   return *io_reg(b, addr);
 }
 

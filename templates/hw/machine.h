@@ -90,7 +90,7 @@ struct Machine {
   i64 joyp_event;    // cycle at which the step's buttons are released (release_after_frames)
 #if !GBX_CORE_SPLIT
   i64 apu_synced;    // APU length counters are up to date at this cycle
-  u16* apu_length;   // GBX_APU_WORDS: 4 length counters (ch1-ch4), then CH1 sweep state
+  u16* apu_length;   // GBX_APU_WORDS: 4 length counters (ch1-ch4), then CH1 sweep, CH3 state
   u8* GBX_RESTRICT rtc;    // MBC3 clock: S M H DL DH counting, then the latched copies
   i64 rtc_second_start;    // cycle at which the clock's current second began
 #endif

@@ -257,6 +257,37 @@ TEST_CASE("all four stages compile to PTX and CUBIN for sm_80 and sm_90") {
   CHECK(keys.size() == 4);
 }
 
+// ppu=fifo (docs/ppu-fifo.md): the pixel FIFO is only in its own kernels, compiles for CUDA
+// without spills, and its state lives in GbxState::lcd_fifo, not in the per-env frame.
+TEST_CASE("ppu=fifo: a pixels kernel compiles for CUDA with either renderer") {
+  GBX_REQUIRE_NVRTC();
+  test::TempDir dir;
+  KernelCache cache(dir.path);
+  NvrtcOptions opts;
+  opts.archs = {"sm_90"};
+  int64_t frame[2] = {0, 0};
+  for (PpuModel ppu : {PpuModel::Line, PpuModel::Fifo}) {
+    CAPTURE(to_string(ppu));
+    SynthParams p = params(Stage::ObsOnly, Device::Cuda);
+    p.obs = ObsKind::Pixels;
+    p.ppu = ppu;
+    auto k = build_cuda_kernel(bundle(), p, cache, opts);
+    REQUIRE_MESSAGE(k.ok(), (k.ok() ? "" : k.error().message + "\n" + k.error().detail));
+    const std::string& src = k->build.source.source;
+    CHECK((src.find("struct LcdFifo") != std::string::npos) == (ppu == PpuModel::Fifo));
+    CHECK((src.find("#define GBX_PPU_FIFO 1") != std::string::npos) == (ppu == PpuModel::Fifo));
+    const CudaArchInfo* info = k->find("sm_90");
+    REQUIRE(info != nullptr);
+    CHECK(info->usage.spill_stores_bytes == 0);
+    CHECK(info->usage.spill_loads_bytes == 0);
+    CHECK(info->usage.stack_frame_bytes < 144);
+    frame[ppu == PpuModel::Fifo] = info->usage.stack_frame_bytes;
+    MESSAGE("obs_only:pixels ppu=", to_string(ppu), " sm_90: ", info->usage.registers,
+            " registers, stack ", info->usage.stack_frame_bytes, " bytes");
+  }
+  MESSAGE("per-env frame: line ", frame[0], " B, fifo ", frame[1], " B");
+}
+
 TEST_CASE("a second build finds every stage in the cache") {
   GBX_REQUIRE_NVRTC();
   const CompiledStages& c = compiled_stages();

@@ -36,8 +36,16 @@
 // step ending inside mode 3 (steps end on the CPU's frame grid, not the PPU's) goes on
 // exactly in the next one.
 #if GBX_RENDER
-#define GBX_FIFO_WRITE_DOT (-7)
-#define GBX_FIFO_FIRST_FETCH_DOTS 6
+#define GBX_FIFO_WRITE_DOT 0
+// Dots from mode 3's start (where SCX % 8, the object size for the OAM scan's result and
+// WY = LY are latched) to the first fetch, then the first fetch's 6 (Mealybug m3_bgp_change
+// puts the first pixel 13 + 12 dots after mode 3's start as hw/ppu.h times it, with
+// io_time 1 dot into the writing M-cycle; m3_scx_low_3_bits the SCX latch at its start).
+#define GBX_FIFO_LATCH_DOTS 7
+#define GBX_FIFO_FIRST_FETCH_DOTS (GBX_FIFO_LATCH_DOTS + 6)
+// The fine scroll (SCX % 8) is taken during the first fetch: Mealybug m3_scx_low_3_bits
+// writes SCX 4 dots apart on its two halves, the first taken, the second not.
+#define GBX_FIFO_SCX_LATCH_DOT 10
 #define GBX_FIFO_IDLE_LINE 0xFF
 #define GBX_FIFO_WIN_FETCHING 0x01  // LcdFifo::win: the fetcher is on the window map
 #define GBX_FIFO_WIN_SHOWN 0x02     // the window started on this line
@@ -52,7 +60,7 @@ struct LcdFifo {
   u8 fx;             // tiles fetched since the line (or the window) started
   u8 tile, dlo, dhi; // the fetch in progress
   u8 x;              // screen x of the next pixel drawn (160: done)
-  u8 discard;        // pixels still to drop (SCX % 8 at the line's start, 7 - WX)
+  u8 discard;        // pixels to drop: bits 0-2 SCX % 8 (a dot each), 4-6 7 - WX (no dot)
   u8 win;            // GBX_FIFO_WIN_*
   u8 obj_next;       // objects of the line fetched or passed, in X order
   u8 stall;          // dots the whole pipeline still waits (first fetch, object fetches)
@@ -228,6 +236,10 @@ GBX_NOINLINE void lcd_fifo_run(Machine& b, LcdFifo& f, u32 ly, i64 until, u8* GB
   const u32 nobj = lcd_fifo_objects(b, ly, f.scan_lcdc, sel);
   i64 dot = (i64)f.dot_lo | (i64)f.dot_hi << 8;
   for (; dot < until && f.x < 160u; ++dot) {
+    if (dot == GBX_FIFO_SCX_LATCH_DOT) {
+      f.scx7 = (u8)(*io_reg(b, 0xFF43) & 7u);
+      f.discard = f.scx7;
+    }
     if (f.stall) {
       --f.stall;
       continue;
@@ -247,7 +259,7 @@ GBX_NOINLINE void lcd_fifo_run(Machine& b, LcdFifo& f, u32 ly, i64 until, u8* GB
       ++f.fstep;
     }
     if (f.bg_n == 0) continue;
-    if (!f.discard) {
+    if (!(f.discard & 7u)) {
       // Window start.
       const u32 wx = *io_reg(b, 0xFF4B);
       if ((lcdc & 0x20) && (b.lcd_flags & GBX_LCD_FLAG_WY_HIT) &&
@@ -259,7 +271,7 @@ GBX_NOINLINE void lcd_fifo_run(Machine& b, LcdFifo& f, u32 ly, i64 until, u8* GB
         f.fstep = 0;  // this dot is the window fetch's first
         lcd_fifo_fetch_read(b, f, ly, lcdc);
         f.fstep = 1;
-        if (wx < 7u) f.discard = (u8)(7u - wx);
+        if (wx < 7u) f.discard = (u8)((7u - wx) << 4);
         continue;
       }
       // Object fetches due at this pixel.
@@ -286,6 +298,15 @@ GBX_NOINLINE void lcd_fifo_run(Machine& b, LcdFifo& f, u32 ly, i64 until, u8* GB
         continue;
       }
     }
+    // The window's pixels left of the screen (WX 0-6) are dropped as they arrive, taking no
+    // dot (Mealybug m3_window_timing: rows with WX 0-6 start drawing as WX 7 does).
+    while ((f.discard >> 4) && f.bg_n) {
+      f.bg_lo = (u8)(f.bg_lo << 1);
+      f.bg_hi = (u8)(f.bg_hi << 1);
+      --f.bg_n;
+      f.discard = (u8)(f.discard - 16u);
+    }
+    if (!f.bg_n) continue;
     // One pixel leaves the FIFOs.
     const u32 bgc = ((f.bg_hi >> 7) & 1u) << 1 | ((f.bg_lo >> 7) & 1u);
     const u32 oc = ((f.ob_hi >> 7) & 1u) << 1 | ((f.ob_lo >> 7) & 1u);
@@ -293,7 +314,7 @@ GBX_NOINLINE void lcd_fifo_run(Machine& b, LcdFifo& f, u32 ly, i64 until, u8* GB
     f.bg_lo = (u8)(f.bg_lo << 1);
     f.bg_hi = (u8)(f.bg_hi << 1);
     --f.bg_n;
-    if (f.discard) {
+    if (f.discard & 7u) {
       --f.discard;
       continue;
     }
@@ -375,7 +396,8 @@ GBX_NOINLINE void lcd_catch_up_slow(Machine& b, i64 now) {
       }
       // A line whose mode 3 is over with no write during it: the scanline renderer draws it
       // the same, much faster.
-      if (until > GBX_MODE3_MAX_END - GBX_MODE2_DOTS && lcd_fifo_line_plain(b, (u32)line)) {
+      if (until > GBX_MODE3_MAX_END - GBX_MODE2_DOTS + GBX_FIFO_LATCH_DOTS &&
+          lcd_fifo_line_plain(b, (u32)line)) {
         lcd_draw_line(b, (u32)line, row);
         f.line = (u8)line;
         b.lcd_next = lcd_fifo_after_line(frame_start, line);
@@ -394,18 +416,22 @@ GBX_NOINLINE void lcd_catch_up_slow(Machine& b, i64 now) {
 }
 
 // Hook (hw/io.h): before a write of `v` to PPU register `addr` (FF40-FF4B). The pipeline runs
-// up to the write's dot. DMG palettes (BGP, OBP0, OBP1): the pixel drawn at that dot sees the
-// old and the new value ORed (Mealybug m3_bgp_change / m3_obp0_change: a palette written
-// back after a change shows the new colours one pixel longer).
+// up to the write's dot; the register's new value is in force from there, but for one dot:
+//  - DMG palettes (BGP, OBP0, OBP1): the pixel drawn at that dot sees the old and the new
+//    value ORed (Mealybug m3_bgp_change / m3_obp0_change: a palette written back after a
+//    change shows the new colours one pixel longer);
+//  - LCDC: the fetcher sees the new bits at that dot, the pixel drawn then still the old BG
+//    and OBJ enables (bits 0, 1), which take effect a dot later (Mealybug
+//    m3_lcdc_bg_en_change, m3_lcdc_obj_en_change).
 GBX_FN void lcd_fifo_before_reg_write(Machine& b, u32 addr, u8 v) {
   const i64 t = io_time(b);
   lcd_catch_up(b, t);
-  if (addr - 0xFF47u < 3u) {
-    u8* reg = io_reg(b, addr);
-    const u8 old = *reg;
-    *reg = (u8)(old | v);
-    lcd_catch_up(b, t + 1);
-    *reg = old;
-  }
+  u8* reg = io_reg(b, addr);
+  const u8 old = *reg;
+  if (addr - 0xFF47u < 3u) *reg = (u8)(old | v);
+  else if (addr == 0xFF40u) *reg = (u8)((v & 0x7C) | (old & 0x83));
+  else return;
+  lcd_catch_up(b, t + 1);
+  *reg = old;
 }
 #endif  // GBX_RENDER

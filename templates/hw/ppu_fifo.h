@@ -3,10 +3,10 @@
 // scanline renderer's lcd_next_after / lcd_catch_up_slow (hw/lcd.h) and keeps the rest of
 // hw/lcd.h (framebuffers, VBlank swap, which frames are drawn).
 //
-// Model (Pan Docs "Rendering" and "Pixel FIFO"; gbdev "The Ultimate Game Boy Talk"; Mealybug
-// Tearoom's "The Comprehensive Game Boy PPU Documentation" and test sources; SameBoy
-// display.c): mode 3 of a visible line is run dot by dot from its first dot (line dot 80, where
-// hw/ppu.h starts mode 3).
+// Model (Pan Docs "Rendering", "Pixel FIFO", "OBJ penalty algorithm"; Mealybug Tearoom's "The
+// Comprehensive Game Boy PPU Documentation" and test sources; the dot constants below were
+// fitted to Mealybug's expected DMG screens): mode 3 of a visible line is run dot by dot from
+// its start (line dot 80, where hw/ppu.h starts mode 3).
 //   - Dots 0-5: the first background fetch, whose tile is thrown away.
 //   - The background/window fetcher then takes 2 dots per step: tile number (step 1), tile
 //     data low (step 3), tile data high (step 5), and pushes 8 pixels into the background FIFO

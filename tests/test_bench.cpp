@@ -336,9 +336,18 @@ TEST_CASE("bench-stages: @tN variants and actions") {
     CHECK(s->label == spec);
   }
   CHECK(parse_stage_variant("emulate_only@spec")->threads == -1);
+  // @fifo / @line: the pixel model (docs/ppu-fifo.md); without either, the options' --ppu.
+  auto fifo = parse_stage_variant("obs_only:pixels@fifo@t1");
+  REQUIRE(fifo.ok());
+  CHECK(fifo->ppu_set);
+  CHECK(fifo->ppu == PpuModel::Fifo);
+  CHECK(fifo->threads == 1);
+  CHECK(parse_stage_variant("obs_only:pixels@line")->ppu == PpuModel::Line);
+  CHECK_FALSE(parse_stage_variant("obs_only:pixels")->ppu_set);
   for (const std::string bad :
        {"emulate_only@", "emulate_only@2", "emulate_only@t0", "emulate_only@tx", "nope@t1",
-        "emulate_only@spec@spec", "emulate_only@t1@t2", "emulate_only@specs"}) {
+        "emulate_only@spec@spec", "emulate_only@t1@t2", "emulate_only@specs",
+        "emulate_only@fifo@line", "emulate_only@fif"}) {
     CAPTURE(bad);
     CHECK_FALSE(parse_stage_variant(bad).ok());
   }

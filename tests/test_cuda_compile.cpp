@@ -257,6 +257,48 @@ TEST_CASE("all four stages compile to PTX and CUBIN for sm_80 and sm_90") {
   CHECK(keys.size() == 4);
 }
 
+// ppu=fifo (docs/ppu-fifo.md): the pixel FIFO is only in its own kernels and compiles for
+// CUDA. Pixel kernels are not held to the 144 B frame of the others (the line renderer's
+// per-line arrays live there: 832 B on sm_90); measured when this was written, the FIFO adds
+// 112 B of frame and 166 / 422 B of spill stores / loads (its out-of-line pipeline), bounded
+// here so that growth shows.
+TEST_CASE("ppu=fifo: a pixels kernel compiles for CUDA with either renderer") {
+  GBX_REQUIRE_NVRTC();
+  test::TempDir dir;
+  KernelCache cache(dir.path);
+  NvrtcOptions opts;
+  opts.archs = {"sm_90"};
+  int64_t frame[2] = {0, 0};
+  for (PpuModel ppu : {PpuModel::Line, PpuModel::Fifo}) {
+    CAPTURE(to_string(ppu));
+    SynthParams p = params(Stage::ObsOnly, Device::Cuda);
+    p.obs = ObsKind::Pixels;
+    p.ppu = ppu;
+    auto k = build_cuda_kernel(bundle(), p, cache, opts);
+    REQUIRE_MESSAGE(k.ok(), (k.ok() ? "" : k.error().message + "\n" + k.error().detail));
+    const std::string& src = k->build.source.source;
+    CHECK((src.find("struct LcdFifo") != std::string::npos) == (ppu == PpuModel::Fifo));
+    CHECK((src.find("#define GBX_PPU_FIFO 1") != std::string::npos) == (ppu == PpuModel::Fifo));
+    const CudaArchInfo* info = k->find("sm_90");
+    REQUIRE(info != nullptr);
+    if (ppu == PpuModel::Line) {
+      CHECK(info->usage.spill_stores_bytes == 0);
+      CHECK(info->usage.spill_loads_bytes == 0);
+    } else {
+      CHECK(info->usage.spill_stores_bytes <= 256);
+      CHECK(info->usage.spill_loads_bytes <= 512);
+    }
+    CHECK(info->usage.stack_frame_bytes < 1024);
+    frame[ppu == PpuModel::Fifo] = info->usage.stack_frame_bytes;
+    MESSAGE("obs_only:pixels ppu=", to_string(ppu), " sm_90: ", info->usage.registers,
+            " registers, spill ", info->usage.spill_stores_bytes, "/",
+            info->usage.spill_loads_bytes, " bytes, stack ", info->usage.stack_frame_bytes,
+            " bytes");
+  }
+  CHECK(frame[1] - frame[0] <= 128);
+  MESSAGE("per-env frame: line ", frame[0], " B, fifo ", frame[1], " B");
+}
+
 TEST_CASE("a second build finds every stage in the cache") {
   GBX_REQUIRE_NVRTC();
   const CompiledStages& c = compiled_stages();

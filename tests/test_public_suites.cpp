@@ -4,8 +4,13 @@
 // regression AND an unexpected pass fail the test, so the file stays true. One summary line per
 // suite. Skips, saying so, when the ROMs are not there ($GBX_TESTROMS_DIR overrides the place).
 //
-// GBX_PUBLIC_SUITES_WRITE=FILE writes today's results in the expectations format (the reasons
-// of failures that stay are kept; a new failure gets its verdict as a reason to edit).
+// The pixel-FIFO renderer (ppu=fifo, docs/ppu-fifo.md) runs the mooneye, dmg-acid2 and
+// Mealybug ROMs again, held against its own file, tests/data/public_suites_fifo.tsv, the same
+// way.
+//
+// GBX_PUBLIC_SUITES_WRITE=FILE (GBX_PUBLIC_SUITES_FIFO_WRITE=FILE for the fifo file) writes
+// today's results in the expectations format (the reasons of failures that stay are kept; a
+// new failure gets its verdict as a reason to edit).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -32,6 +37,8 @@ using namespace gbx;
 namespace {
 
 const fs::path kExpectations = fs::path(GBX_TEST_SOURCE_DIR) / "data" / "public_suites.tsv";
+const fs::path kFifoExpectations =
+    fs::path(GBX_TEST_SOURCE_DIR) / "data" / "public_suites_fifo.tsv";
 
 fs::path testroms_dir() {
   if (const char* env = std::getenv("GBX_TESTROMS_DIR")) return env;
@@ -116,7 +123,7 @@ struct Outcome {
   std::string detail;
 };
 
-Outcome run_one(const fs::path& root, const std::string& rel) {
+Outcome run_one(const fs::path& root, const std::string& rel, PpuModel ppu) {
   const std::string path = (root / rel).string();
   const TestRomPlan plan = resolve_test_rom(path, TestRomRule::Auto, "");
   if (!plan.skip.empty()) return {"SKIP", plan.skip};
@@ -126,21 +133,18 @@ Outcome run_one(const fs::path& root, const std::string& rel) {
   o.rule = plan.rule;
   o.expect_png = plan.expect_png;
   o.max_frames = frame_limit(plan.suite);
+  o.ppu = ppu;
   auto r = run_test_rom(rom.value(), o);
   if (!r) return {"FAIL", "error: " + r.error().message};
   const std::string how = r->convention.empty() ? "" : r->convention + ": ";
   return {r->passed ? "PASS" : "FAIL", how + r->detail};
 }
 
-}  // namespace
-
-TEST_CASE("public suites: every DMG-applicable ROM against tests/data/public_suites.tsv") {
-  const fs::path root = testroms_dir();
-  if (!fs::is_directory(root)) {
-    GBX_SKIP("no test ROMs at " + root.string() + " (../shared/testroms; or set GBX_TESTROMS_DIR)");
-  }
-  const auto expected = read_expectations(kExpectations);
-  const std::vector<std::string> roms = dmg_applicable(root);
+// Runs `roms` with the pixel model `ppu` and holds them against `file`; `write_env` names the
+// variable that writes today's results.
+void check_suites(const fs::path& root, const std::vector<std::string>& roms, PpuModel ppu,
+                  const fs::path& file, const char* write_env) {
+  const auto expected = read_expectations(file);
   REQUIRE(!roms.empty());
 
   // Two workers (CI has two cores) take ROMs from one queue; each ROM has its own backend
@@ -155,7 +159,7 @@ TEST_CASE("public suites: every DMG-applicable ROM against tests/data/public_sui
       const TestRomPlan plan = resolve_test_rom((root / roms[i]).string(), TestRomRule::Auto, "");
       if (plan.skip.empty() && std::find(warm.begin(), warm.end(), plan.rule) == warm.end()) {
         warm.push_back(plan.rule);
-        outcomes[i] = run_one(root, roms[i]);
+        outcomes[i] = run_one(root, roms[i], ppu);
       } else {
         queue.push_back(i);
       }
@@ -163,7 +167,7 @@ TEST_CASE("public suites: every DMG-applicable ROM against tests/data/public_sui
     std::atomic<size_t> next{0};
     auto work = [&] {
       for (size_t k; (k = next.fetch_add(1)) < queue.size();)
-        outcomes[queue[k]] = run_one(root, roms[queue[k]]);
+        outcomes[queue[k]] = run_one(root, roms[queue[k]], ppu);
     };
     std::vector<std::thread> workers;
     const unsigned n = std::max(1u, std::min(2u, std::thread::hardware_concurrency()));
@@ -211,9 +215,10 @@ TEST_CASE("public suites: every DMG-applicable ROM against tests/data/public_sui
          << " unexpected passes";
     std::printf("%s\n", line.str().c_str());
   }
-  std::printf("public suites: %zu ROMs in %.1f s\n", roms.size(), secs);
+  std::printf("public suites (ppu=%s): %zu ROMs in %.1f s\n", std::string(to_string(ppu)).c_str(),
+              roms.size(), secs);
 
-  if (const char* out = std::getenv("GBX_PUBLIC_SUITES_WRITE")) {
+  if (const char* out = std::getenv(write_env)) {
     std::ofstream f(out);
     f << "# ROM (relative to ../shared/testroms)\tPASS|FAIL|SKIP\twhy (FAIL, SKIP)\n";
     for (size_t i = 0; i < roms.size(); ++i) {
@@ -227,7 +232,41 @@ TEST_CASE("public suites: every DMG-applicable ROM against tests/data/public_sui
     std::printf("wrote %s\n", out);
   }
   const std::string m = mismatches.str();
-  CHECK_MESSAGE(m.empty(), "results that differ from " << kExpectations.string() << ":\n" << m);
+  CHECK_MESSAGE(m.empty(), "results that differ from " << file.string() << ":\n" << m);
+}
+
+}  // namespace
+
+TEST_CASE("public suites: every DMG-applicable ROM against tests/data/public_suites.tsv") {
+  const fs::path root = testroms_dir();
+  if (!fs::is_directory(root)) {
+    GBX_SKIP("no test ROMs at " + root.string() + " (../shared/testroms; or set GBX_TESTROMS_DIR)");
+  }
+  check_suites(root, dmg_applicable(root), PpuModel::Line, kExpectations,
+               "GBX_PUBLIC_SUITES_WRITE");
+}
+
+// ppu=fifo: the suites that look at the PPU. Mooneye's results must include every one the
+// line renderer passes (its mode-3 timing is the same, hw/ppu.h), the screens are the FIFO's.
+TEST_CASE("public suites: mooneye, dmg-acid2 and Mealybug with ppu=fifo against "
+          "tests/data/public_suites_fifo.tsv") {
+  const fs::path root = testroms_dir();
+  if (!fs::is_directory(root)) {
+    GBX_SKIP("no test ROMs at " + root.string() + " (../shared/testroms; or set GBX_TESTROMS_DIR)");
+  }
+  std::vector<std::string> roms;
+  for (const std::string& r : dmg_applicable(root))
+    if (test_rom_suite(r) != "blargg") roms.push_back(r);
+  check_suites(root, roms, PpuModel::Fifo, kFifoExpectations, "GBX_PUBLIC_SUITES_FIFO_WRITE");
+  // Every ROM that passes with the line renderer passes with the FIFO.
+  const auto line = read_expectations(kExpectations);
+  const auto fifo = read_expectations(kFifoExpectations);
+  for (const auto& [rom, want] : line) {
+    if (want.verdict != "PASS" || test_rom_suite(rom) == "blargg") continue;
+    auto f = fifo.find(rom);
+    CHECK_MESSAGE((f != fifo.end() && f->second.verdict == "PASS"),
+                  rom << " passes with ppu=line but is not expected to pass with ppu=fifo");
+  }
 }
 
 TEST_CASE("public suites: the rule is the suite's, from the ROM's path") {

@@ -39,6 +39,7 @@ struct BenchCli {
   std::string out = "artifacts";
   bool verbose = false;
   bool rtc_lock = false;
+  std::string ppu = "line";
   std::string layout = "env_major";
   std::string specialize = "off";
 };
@@ -81,6 +82,7 @@ int cmd_bench(const BenchCli& c) {
     return tool::fail(make_error(ErrorKind::Usage,
                                  "unknown --layout '" + c.layout + "' (env_major, interleaved)"));
   o.layout = *layout;
+  o.ppu = parse_ppu_model(c.ppu).value_or(PpuModel::Line);  // checked by CLI11
   o.sync_every = c.sync_every;
   o.block_size = c.block_size;
   o.device_index = c.device_index;
@@ -121,10 +123,12 @@ struct StagesCli {
   InterleavedBenchOptions o;
   std::string envs = "64";
   std::vector<std::string> variants = {"emulate_only", "obs_only:pixels"};
+  std::string ppu = "line";
 };
 
 int cmd_bench_stages(StagesCli& c) {
   c.o.variants.clear();
+  c.o.ppu = parse_ppu_model(c.ppu).value_or(PpuModel::Line);  // checked by CLI11
   for (const std::string& v : c.variants) {
     auto parsed = parse_stage_variant(v);
     if (!parsed) return tool::fail(parsed.error());
@@ -214,6 +218,7 @@ void register_bench(CLI::App& app, Commands& cmds) {
   c->add_option("--json", b.json_path, "write the sweep here instead of OUT/bench/");
   c->add_option("--out", b.out, "output root")->capture_default_str();
   c->add_flag("--rtc-lock", b.rtc_lock, "freeze cartridge clocks (MBC3 RTC)");
+  c->add_option("--ppu", b.ppu, "pixel model: line (each line drawn at one dot) | fifo (the dot-by-dot pixel FIFO)")->check(CLI::IsMember({"line", "fifo"}))->capture_default_str();
   c->add_option("--layout", b.layout,
                 "per-env memory layout: env_major | interleaved (byte-interleaved across envs)")
       ->capture_default_str();
@@ -239,12 +244,14 @@ void register_bench(CLI::App& app, Commands& cmds) {
   sc->add_option("--warmup-steps", st.o.warmup_steps, "untimed steps per variant")
       ->capture_default_str();
   sc->add_option("--variants", st.variants,
-                 "stage[:obs[:format]][@tN][@spec] ..., the first is the baseline; @tN: N "
-                 "threads; @spec: the ROM-specialized kernel (--specialize)")
+                 "stage[:obs[:format]][@tN][@spec][@fifo|@line] ..., the first is the baseline; "
+                 "@tN: N threads; @spec: the ROM-specialized kernel (--specialize); @fifo, "
+                 "@line: the pixel model")
       ->capture_default_str();
   sc->add_option("--specialize", st.o.specialize,
                  "the @spec variants' kernel: profile:FILE | auto[:N] (profiled, and compiled "
                  "before the warm-up)");
+  sc->add_option("--ppu", st.ppu, "pixel model of variants without @fifo / @line: line | fifo")->check(CLI::IsMember({"line", "fifo"}))->capture_default_str();
   sc->add_option("--actions", st.o.actions, "random | none | FILE (as for bench)")
       ->capture_default_str();
   sc->add_option("--seed", st.o.action_seed, "seed of --actions random")->capture_default_str();

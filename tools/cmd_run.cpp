@@ -44,6 +44,7 @@ struct RunOptions {
   bool verbose = false;
   bool rtc_lock = false;
   std::string layout = "env_major";
+  std::string ppu = "line";
   std::string sav;           // battery RAM file: loaded into every env, env K's written at exit
   std::string read_mem;      // LO:HI, memory view
   std::string read_mem_raw;  // LO:HI, cartridge RAM as held even when disabled
@@ -255,6 +256,7 @@ int cmd_run(const RunOptions& o) {
   cfg.verbose = o.verbose;
   cfg.rtc_lock = o.rtc_lock;
   cfg.layout = *layout;
+  cfg.ppu = parse_ppu_model(o.ppu).value_or(PpuModel::Line);  // checked by CLI11
   if (o.tiered_start != "on" && o.tiered_start != "off")
     return tool::fail(
         make_error(ErrorKind::Usage, "unknown --tiered-start '" + o.tiered_start + "' (on, off)"));
@@ -379,6 +381,7 @@ void register_run(CLI::App& app, Commands& cmds) {
   r->add_flag("--serial", run.serial, "print each env's serial output");
   r->add_flag("--verbose", run.verbose, "backend logs");
   r->add_flag("--rtc-lock", run.rtc_lock, "freeze cartridge clocks (MBC3 RTC)");
+  r->add_option("--ppu", run.ppu, "pixel model: line (each line drawn at one dot) | fifo (the dot-by-dot pixel FIFO)")->check(CLI::IsMember({"line", "fifo"}))->capture_default_str();
   r->add_option("--layout", run.layout,
                 "per-env memory layout: env_major | interleaved (byte-interleaved across envs)")
       ->capture_default_str();

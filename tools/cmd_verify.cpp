@@ -28,6 +28,7 @@ struct VerifyCli {
   std::string fault;
   std::string out = "artifacts";
   bool rtc_lock = false;
+  std::string ppu = "line";
   std::string layout = "env_major";
   std::string dut_layout;
   bool screen = false;
@@ -79,6 +80,7 @@ int cmd_verify(const VerifyCli& c, const std::vector<std::string>& args) {
         "unknown --layout '" + (layout ? c.dut_layout : c.layout) + "' (env_major, interleaved)"));
   o.layout = *layout;
   o.dut_layout = *dut_layout;
+  o.ppu = parse_ppu_model(c.ppu).value_or(PpuModel::Line);  // checked by CLI11
   o.screen = c.screen;
   for (const std::string& r : c.regions) {
     auto region = parse_mem_region(r);
@@ -149,6 +151,7 @@ void register_verify(CLI::App& app, Commands& cmds) {
       ->capture_default_str();
   c->add_option("--seed", v.seed, "seed for reset, seeded_random and hold")->capture_default_str();
   c->add_flag("--rtc-lock", v.rtc_lock, "freeze cartridge clocks (MBC3 RTC) in the kernels");
+  c->add_option("--ppu", v.ppu, "pixel model of the kernel backends: line | fifo")->check(CLI::IsMember({"line", "fifo"}))->capture_default_str();
   c->add_option("--layout", v.layout,
                 "per-env memory layout of the kernels: env_major | interleaved")
       ->capture_default_str();

@@ -33,6 +33,7 @@ struct KernelOptions {
   std::string run_mode = "frames";
   bool rtc_lock = false;
   std::string layout = "env_major";
+  std::string ppu = "line";
   std::string obs = "vec";
   std::string obs_format = "full";
   bool render = false;
@@ -138,6 +139,7 @@ Result<SynthParams> parse_params(Stage stage, const KernelOptions& o) {
   p.run_mode = *rm;
   p.rtc_lock = o.rtc_lock;
   p.layout = *layout;
+  p.ppu = parse_ppu_model(o.ppu).value_or(PpuModel::Line);  // checked by CLI11
   p.obs = *obs;
   p.obs_format = *fmt;
   p.render = o.render;
@@ -537,6 +539,7 @@ void add_kernel_options(CLI::App* c, KernelOptions& o, bool stage_all) {
   c->add_option("--layout", o.layout,
                 "per-env memory layout: env_major | interleaved (byte-interleaved across envs)")
       ->capture_default_str();
+  c->add_option("--ppu", o.ppu, "pixel model: line (each line drawn at one dot) | fifo (the dot-by-dot pixel FIFO)")->check(CLI::IsMember({"line", "fifo"}))->capture_default_str();
   c->add_option("--obs", o.obs, "what obs stages write: vec (obs_v0) | pixels")
       ->capture_default_str();
   c->add_option("--obs-format", o.obs_format, "pixels: full | half | packed")

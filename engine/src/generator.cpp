@@ -115,6 +115,9 @@ class Generator {
     out += "#define GBX_LAYOUT_INTERLEAVED " +
            std::string(params_.layout == MemLayout::Interleaved ? "1" : "0") + "\n";
     if (params_.profile) out += "#define GBX_PROFILE 1\n";
+    // Only fifo kernels define it (and include hw/ppu_fifo.h: PPU_RENDERER below), so a line
+    // kernel's source stays what it was.
+    if (params_.ppu == PpuModel::Fifo) out += "#define GBX_PPU_FIFO 1\n";
     if (params_.specialize) {
       if (params_.run_mode != RunMode::Frames || params_.memory_model != MemoryModel::Dmg)
         return make_error(ErrorKind::Usage,
@@ -193,6 +196,10 @@ class Generator {
                         if (site == "INSTRUCTION_DISPATCH") return dispatch(false);
                         if (site == "CB_DISPATCH") return dispatch(true);
                         if (site == "POST_STEP_DISPATCH") return epilogs();
+                        if (site == "PPU_FIFO")
+                          return params_.ppu == PpuModel::Fifo
+                                     ? include_file("hw/ppu_fifo.h")
+                                     : Result<std::string>(std::string());
                         if (site == "SPECIALIZED_BLOCKS")
                           return params_.specialize ? specialized_blocks(*params_.specialize)
                                                     : Result<std::string>(std::string());

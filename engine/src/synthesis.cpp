@@ -75,6 +75,13 @@ std::optional<RunMode> parse_run_mode(std::string_view s) {
   return std::nullopt;
 }
 
+std::string_view to_string(PpuModel m) { return m == PpuModel::Line ? "line" : "fifo"; }
+std::optional<PpuModel> parse_ppu_model(std::string_view s) {
+  if (s == "line") return PpuModel::Line;
+  if (s == "fifo") return PpuModel::Fifo;
+  return std::nullopt;
+}
+
 std::string SynthParams::canonical() const {
   std::vector<std::string> dbg = debug;
   std::sort(dbg.begin(), dbg.end());
@@ -100,6 +107,7 @@ std::string SynthParams::canonical() const {
   // Only when set, so the canonical form (and key) of every existing kernel stays the same.
   if (rtc_lock) out += ";rtc_lock=1";
   if (layout != MemLayout::EnvMajor) out += ";layout=" + std::string(to_string(layout));
+  if (ppu != PpuModel::Line) out += ";ppu=" + std::string(to_string(ppu));
   if (profile) out += ";profile=1";
   if (specialize)
     out += ";specialize=" + specialize->rom_sha256.substr(0, 16) + ":" +

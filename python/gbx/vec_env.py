@@ -89,6 +89,9 @@ class VecEnv(gym.vector.VectorEnv):
       first N frames (default 60) run on a profiling interpreter, then the specialized kernel
       compiles in the background and is swapped in between steps; no step waits for it.
       ``backend.specialize_status`` says where it is; ``backend.finish_tier_up()`` waits.
+    - ``ppu``: the pixel model compiled into the kernel: ``"line"`` (default; each scanline
+      drawn at one dot) or ``"fifo"`` (the dot-by-dot pixel FIFO: registers written during
+      mode 3 land on the right pixels; docs/ppu-fifo.md).
 
     Autoreset is Gymnasium's NEXT_STEP: the ``step`` after an env's episode ended resets that
     env (its action is ignored) and returns its first observation with reward 0 and
@@ -123,6 +126,7 @@ class VecEnv(gym.vector.VectorEnv):
         specialize: str = "off",
         pixel_values: str = "shades",
         reset_states: Sequence[bytes] | None = None,
+        ppu: str = "line",
     ):
         if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool):
             raise ValueError(f"num_envs must be an int, got {type(num_envs).__name__}")
@@ -179,6 +183,7 @@ class VecEnv(gym.vector.VectorEnv):
             render=render_mode == "rgb_array",
             tiered_start=bool(tiered_start),
             specialize=str(specialize),
+            ppu=str(ppu),
         )
         for w in self._native.rom_warnings:  # a wrong header checksum: the env runs, not silently
             warnings.warn(f"ROM {self._native.rom_name}: {w}", RomWarning, stacklevel=2)

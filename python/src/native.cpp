@@ -86,7 +86,7 @@ class Native {
          const std::string& stage, const std::string& reward, const std::string& done,
          const std::vector<std::string>& track, const std::string& obs_kind,
          const std::string& obs_format, const std::vector<int>& gather, bool render,
-         bool tiered_start, const std::string& specialize) {
+         bool tiered_start, const std::string& specialize, const std::string& ppu) {
     if (rom_bytes.size() > 0) {
       const auto* p = static_cast<const uint8_t*>(rom_bytes.data());
       rom_ = unwrap(gbx::rom_from_bytes(rom_spec.empty() ? "bytes" : rom_spec,
@@ -107,6 +107,9 @@ class Native {
     cfg.done_expr = done;
     cfg.track = track;
     cfg.tiered_start = tiered_start;
+    const auto model = gbx::parse_ppu_model(ppu);
+    if (!model) throw nb::value_error(("unknown ppu '" + ppu + "' (line, fifo)").c_str());
+    cfg.ppu = *model;
     if (auto s = gbx::apply_specialize_option(specialize, rom_, cfg); !s)
       throw nb::value_error(s.error().message.c_str());
     configure_outputs(cfg, obs_kind, obs_format, gather, render);
@@ -645,13 +648,14 @@ NB_MODULE(_native, m) {
       .def(nb::init<const std::string&, nb::bytes, const std::string&, int, int, int, int, int,
                     const std::string&, const std::string&, const std::string&,
                     const std::vector<std::string>&, const std::string&, const std::string&,
-                    const std::vector<int>&, bool, bool, const std::string&>(),
+                    const std::vector<int>&, bool, bool, const std::string&,
+                    const std::string&>(),
            "rom"_a, "rom_bytes"_a = nb::bytes(""), "backend"_a = "cpu", "num_envs"_a = 1,
            "frames_per_step"_a = 1, "release_after_frames"_a = -1, "threads"_a = 0,
            "device_index"_a = 0, "stage"_a = "full_step", "reward"_a = "", "done"_a = "",
            "track"_a = std::vector<std::string>(), "obs"_a = "vec", "obs_format"_a = "full",
            "gather"_a = std::vector<int>(), "render"_a = false, "tiered_start"_a = false,
-           "specialize"_a = "off")
+           "specialize"_a = "off", "ppu"_a = "line")
       .def("reset", &Native::reset, "seed"_a = 0)
       .def("reset_envs", &Native::reset_envs, "mask"_a, "gather"_a = true)
       .def("step", &Native::step, "actions"_a, "gather"_a = true)

@@ -147,6 +147,7 @@ Result<json> run_bench(const BenchOptions& o) {
     cfg.threads = o.threads;
     cfg.rtc_lock = o.rtc_lock;
     cfg.layout = o.layout;
+    cfg.ppu = o.ppu;
     cfg.device_index = o.device_index;
     cfg.block_size = o.block_size;
     cfg.verbose = o.verbose;
@@ -272,6 +273,7 @@ Result<json> run_bench(const BenchOptions& o) {
                 {"specialize", o.specialize},
                 {"rtc_lock", o.rtc_lock},
                 {"layout", to_string(o.layout)},
+                {"ppu", to_string(o.ppu)},
                 {"sync_every", o.sync_every},
                 {"block_size", o.block_size},
                 {"device_index", o.device_index},

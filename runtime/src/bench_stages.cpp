@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "gbx/runtime/action_policy.h"
@@ -31,6 +32,7 @@ Result<StageVariant> parse_stage_variant(const std::string& text) {
   const std::string body = text.substr(0, at);
   int threads = -1;
   bool specialized = false;
+  std::optional<PpuModel> ppu;
   for (size_t tag = at; tag != std::string::npos;) {
     const size_t next = text.find('@', tag + 1);
     const std::string t = text.substr(tag + 1, next == std::string::npos ? next : next - tag - 1);
@@ -39,9 +41,13 @@ Result<StageVariant> parse_stage_variant(const std::string& text) {
       specialized = true;
       continue;
     }
+    if ((t == "fifo" || t == "line") && !ppu) {
+      ppu = parse_ppu_model(t);
+      continue;
+    }
     if (threads > 0 || t.size() < 2 || t.size() > 5 || t[0] != 't' ||
         t.find_first_not_of("0123456789", 1) != std::string::npos || std::stoi(t.substr(1)) < 1)
-      return bad("expected @tN (N >= 1 threads) and/or @spec after the stage");
+      return bad("expected @tN (N >= 1 threads), @spec and/or @fifo|@line after the stage");
     threads = std::stoi(t.substr(1));
   }
   std::vector<std::string> parts;
@@ -53,6 +59,8 @@ Result<StageVariant> parse_stage_variant(const std::string& text) {
   v.label = text;
   v.threads = threads;
   v.specialized = specialized;
+  v.ppu_set = ppu.has_value();
+  if (ppu) v.ppu = *ppu;
   auto stage = parse_stage(parts[0]);
   if (!stage) return bad("unknown stage '" + parts[0] + "'");
   v.stage = *stage;
@@ -115,6 +123,7 @@ Result<std::vector<VariantResult>> run_interleaved_bench(const InterleavedBenchO
     cfg.stage = v.stage;
     cfg.obs = v.obs;
     cfg.obs_format = v.obs_format;
+    cfg.ppu = v.ppu_set ? v.ppu : o.ppu;
     if (v.specialized) {
       cfg.specialize = spec_cfg.specialize;
       cfg.specialize_auto_frames = spec_cfg.specialize_auto_frames;

@@ -61,9 +61,12 @@ std::string one_line(std::string s) {
 
 // The image verdict: the env's last complete frame against the expected shades.
 Result<TestRomResult> image_verdict(Backend& be, const std::vector<uint8_t>& want,
-                                    const std::string& png, uint16_t pc) {
+                                    const std::string& png, uint16_t pc,
+                                    const std::string& screen_out) {
   auto got = be.read_screen(0);
   if (!got) return got.take_error();
+  if (!screen_out.empty())
+    if (auto st = write_png(screen_out, screen_image(*got)); !st) return st.take_error();
   TestRomResult r;
   r.convention = "image";
   int first = -1, differ = 0;
@@ -293,6 +296,7 @@ Result<TestRomResult> run_test_rom(const Rom& rom, const TestRomOptions& o) {
     cfg.frames_per_step = 1;
   }
   cfg.verbose = o.verbose;
+  cfg.ppu = o.ppu;
   if (checks.ldbb) cfg.debug = {"ldbb_trap"};
   auto made = make_backend(o.backend, rom, cfg);
   if (!made) return made.take_error();
@@ -307,7 +311,7 @@ Result<TestRomResult> run_test_rom(const Rom& rom, const TestRomOptions& o) {
     if (!s) return s.take_error();
     if (s->trap_kind == GBX_TRAP_LD_B_B) {
       if (!want.empty()) {
-        auto img = image_verdict(be, want, o.expect_png, s->trap_pc);
+        auto img = image_verdict(be, want, o.expect_png, s->trap_pc, o.screen_out);
         if (!img) return img.take_error();
         r = img.value();
       } else {

@@ -118,6 +118,7 @@ class Verifier {
     cfg.threads = 1;  // one env
     cfg.rtc_lock = o_.rtc_lock;
     cfg.layout = o_.layout;
+    cfg.ppu = o_.ppu;
     cfg.render = o_.screen;
     auto ref = make_backend(o_.ref, rom_, cfg);
     if (!ref) return ref.take_error();

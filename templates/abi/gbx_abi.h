@@ -4,12 +4,13 @@
 #ifndef GBX_ABI_H
 #define GBX_ABI_H
 
-#define GBX_ABI_VERSION 10
+#define GBX_ABI_VERSION 11
 // Save states of every ABI from this one up read as this one. v7 added GbxParams::spec_retired
 // and v8 put env_frames in the reserved joyp_select slot (launch parameters); v9 widened
-// apu_length to GBX_APU_WORDS halfwords per env (CH1 sweep and frame-sequencer state) and v10
-// to 16 (CH3 frequency and position), so older states do not load.
-#define GBX_ABI_STATE_COMPAT_MIN 10
+// apu_length to GBX_APU_WORDS halfwords per env (CH1 sweep and frame-sequencer state), v10 to
+// 16 (CH3 frequency and position), and v11 added lcd_fifo (the pixel FIFO's state), a record
+// older states lack, so older states do not load.
+#define GBX_ABI_STATE_COMPAT_MIN 11
 
 // Per-env writable memory (memory model dmg): only the regions a cartridge cannot supply.
 #define GBX_MEM_VRAM 0x0000u  // 0x8000-0x9FFF
@@ -34,6 +35,9 @@
 #define GBX_SCREEN_W 160
 #define GBX_SCREEN_H 144
 #define GBX_FRAMEBUFFER_BYTES 5760u
+// ppu=fifo: the pixel FIFO's per-env state (templates/hw/ppu_fifo.h LcdFifo); unused (zero) by
+// the line renderer.
+#define GBX_LCD_FIFO_BYTES 24u
 
 // Values a user reward/done expression may compare with their previous step (prev(i)).
 #define GBX_USER_TRACK_MAX 8u
@@ -112,6 +116,7 @@ typedef struct GbxState {
   unsigned char* lcd_flags;       // bit 0: front buffer index, bit 1: window WY matched,
                                   // bit 2: first frame after LCD on (not shown)
   unsigned char* lcd_win_line;    // window internal line counter
+  unsigned char* lcd_fifo;        // GBX_LCD_FIFO_BYTES per env: the pixel FIFO (ppu=fifo)
 } GbxState;
 
 typedef struct GbxParams {

@@ -403,7 +403,11 @@ GBX_FN void oam_dma(Machine& b, u8 page);
 
 GBX_NOINLINE void io_write(Machine& b, u32 addr, u8 v) {
   const i64 now = io_time(b);
+#if GBX_PPU_FIFO && GBX_RENDER
+  if (addr - 0xFF40u < 0x0Cu) lcd_fifo_before_reg_write(b, addr, v);  // hw/ppu_fifo.h
+#else
   if (addr - 0xFF40u < 0x0Cu) lcd_before_write(b);
+#endif
   switch (addr) {
     case 0xFF00: joyp_update(b, v, b.joyp_buttons); return;
     case 0xFF02:

@@ -38,6 +38,13 @@ GBX_FN i64 lcd_draw_dot(Machine& b, i64 line) {
   return GBX_MODE2_DOTS + GBX_MODE3_MIN_DOTS;
 }
 
+#if GBX_PPU_FIFO
+// ppu=fifo: hw/ppu_fifo.h defines these two (and draws lines whole with lcd_draw_line only
+// where that is exact).
+GBX_FN i64 lcd_next_after(Machine& b, i64 after);
+GBX_NOINLINE void lcd_catch_up_slow(Machine& b, i64 now);
+GBX_FN void lcd_fifo_idle(Machine& b);
+#else
 // First renderer event (a visible line's draw point or the VBlank swap) strictly after `after`.
 GBX_FN i64 lcd_next_after(Machine& b, i64 after) {
   if (after < GBX_COLD(b, ppu_epoch)) return GBX_COLD(b, ppu_epoch) + lcd_draw_dot(b, 0);
@@ -52,6 +59,7 @@ GBX_FN i64 lcd_next_after(Machine& b, i64 after) {
   }
   return frame_start + GBX_FRAME_CYCLES + lcd_draw_dot(b, 0);
 }
+#endif  // !GBX_PPU_FIFO
 
 // Whether the frame whose VBlank starts at `vblank` can be the front buffer at a step's end.
 // Besides the frames ending at this step's end plus a multiple of its length, the frame in
@@ -173,6 +181,7 @@ GBX_FN u8* lcd_buffer(Machine& b, bool front) {
   return b.lcd_fb + (front ? idx : 1u - idx) * GBX_FRAMEBUFFER_BYTES;
 }
 
+#if !GBX_PPU_FIFO
 // Processes every line end and VBlank at or before `now`.
 GBX_NOINLINE void lcd_catch_up_slow(Machine& b, i64 now) {
   if (!ppu_lcd_on(b)) {
@@ -197,6 +206,7 @@ GBX_NOINLINE void lcd_catch_up_slow(Machine& b, i64 now) {
     b.lcd_next = lcd_next_after(b, t);
   }
 }
+#endif  // !GBX_PPU_FIFO
 
 GBX_FN void lcd_catch_up(Machine& b, i64 now) {
   if (GBX_UNLIKELY(now >= b.lcd_next)) lcd_catch_up_slow(b, now);
@@ -209,6 +219,9 @@ GBX_FN void lcd_before_write(Machine& b) { lcd_catch_up(b, io_time(b)); }
 // is not shown (GBX_LCD_FLAG_SKIP).
 GBX_NOINLINE void lcd_lcdc_written(Machine& b) {
   const bool on = ppu_lcd_on(b), was_on = b.lcd_next != GBX_NEVER;
+#if GBX_PPU_FIFO
+  if (on != was_on) lcd_fifo_idle(b);
+#endif
   if (was_on && !on) {
     u8* front = lcd_buffer(b, true);
     for (u32 i = 0; i < (u32)GBX_FRAMEBUFFER_BYTES; ++i) front[i] = 0;

@@ -105,6 +105,9 @@ struct Machine {
   u8* GBX_RESTRICT lcd_fb;  // the env's two framebuffers
   u8 lcd_flags;             // GBX_LCD_FLAG_*
   u8 lcd_win_line;          // window line counter
+#if GBX_PPU_FIFO && !GBX_CORE_SPLIT
+  u8* GBX_RESTRICT lcd_fifo;  // ppu=fifo: the env's LcdFifo (hw/ppu_fifo.h) in the state
+#endif
 #endif
   // Last, so the hot fields keep the layout the CPU kernel was measured with. OAM DMA
   // (hw/bus.h), not part of the saved state: both span the 2 set-up M-cycles after an FF46

@@ -23,6 +23,11 @@ enum class ObsKind { Vec, Pixels };
 // pixel of each 2x2), packed u8[144][40] (4 pixels a byte, leftmost in the high bits).
 enum class ObsFormat { Full, Half, Packed };
 
+// PPU pixel model (docs/ppu-fifo.md): the scanline renderer (each line drawn at one dot with
+// the registers then in force) or the dot-by-dot pixel FIFO (templates/hw/ppu_fifo.h). A
+// kernel contains only the chosen one.
+enum class PpuModel { Line, Fifo };
+
 struct SynthParams {
   Stage stage = Stage::FullStep;
   Device device = Device::Cpu;
@@ -44,6 +49,7 @@ struct SynthParams {
   }
   bool rtc_lock = false;  // cartridge clocks (MBC3 RTC) never advance
   MemLayout layout = MemLayout::EnvMajor;
+  PpuModel ppu = PpuModel::Line;
   // Profiling interpreter: counts instructions executed per ROM offset into
   // GbxParams::profile_counts. Not compiled in otherwise.
   bool profile = false;
@@ -61,6 +67,8 @@ std::string_view to_string(Device d);
 std::string_view to_string(MemoryModel m);
 std::string_view to_string(MemLayout l);
 std::string_view to_string(RunMode r);
+std::string_view to_string(PpuModel m);
+std::optional<PpuModel> parse_ppu_model(std::string_view s);
 std::string_view to_string(ObsKind k);
 std::string_view to_string(ObsFormat f);
 std::optional<Stage> parse_stage(std::string_view s);

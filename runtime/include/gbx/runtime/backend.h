@@ -56,6 +56,7 @@ struct BackendConfig {
   std::vector<std::string> track;
   bool rtc_lock = false;                   // cartridge clocks never advance (synthesis parameter)
   MemLayout layout = MemLayout::EnvMajor;  // per-env memory layout (synthesis parameter)
+  PpuModel ppu = PpuModel::Line;           // pixel model: line | fifo (synthesis parameter)
   ObsKind obs = ObsKind::Vec;              // what the obs stages write (obs_v0 or the screen)
   ObsFormat obs_format = ObsFormat::Full;
   bool render = false;                 // draw the screen whatever the stage (screenshots)
@@ -116,6 +117,7 @@ inline SynthParams synth_params_for(const BackendConfig& cfg, Device device, int
   p.track = cfg.track;
   p.rtc_lock = cfg.rtc_lock;
   p.layout = cfg.layout;
+  p.ppu = cfg.ppu;
   p.obs = cfg.obs;
   p.obs_format = cfg.obs_format;
   p.render = cfg.render;

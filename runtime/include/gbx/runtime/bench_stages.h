@@ -17,11 +17,14 @@ struct StageVariant {
   ObsFormat obs_format = ObsFormat::Full;
   int threads = -1;          // @tN: this variant's cpu threads; -1 = the options' threads
   bool specialized = false;  // @spec: the ROM-specialized kernel (InterleavedBenchOptions)
+  PpuModel ppu = PpuModel::Line;  // @fifo / @line: the pixel model (default: the options' ppu)
+  bool ppu_set = false;
 };
 
 // "emulate_only" or "obs_only:pixels" or "full_step:pixels:half", each optionally followed by
 // "@tN" (N threads, e.g. "emulate_only@t1" vs "emulate_only@t2" compares thread counts)
-// and/or "@spec" (the ROM-specialized kernel: "emulate_only@t1@spec").
+// and/or "@spec" (the ROM-specialized kernel: "emulate_only@t1@spec") and/or "@fifo" / "@line"
+// (the pixel model: "obs_only:pixels@line" vs "obs_only:pixels@fifo").
 Result<StageVariant> parse_stage_variant(const std::string& text);
 
 struct InterleavedBenchOptions {
@@ -41,6 +44,7 @@ struct InterleavedBenchOptions {
   // For @spec variants: profile:FILE or auto[:N] (auto profiles and waits for the compile
   // before the warm-up, so every timed step runs the specialized kernel).
   std::string specialize;
+  PpuModel ppu = PpuModel::Line;  // variants without @fifo / @line
   std::vector<StageVariant> variants;
 };
 

@@ -47,5 +47,6 @@
   X(rtc_second_start, 8)               \
   X(lcd_fb, 2 * GBX_FRAMEBUFFER_BYTES) \
   X(lcd_flags, 1)                      \
-  X(lcd_win_line, 1)
+  X(lcd_win_line, 1)                   \
+  X(lcd_fifo, GBX_LCD_FIFO_BYTES)
 // clang-format on

@@ -1,0 +1,437 @@
+// Pixel-FIFO renderer (synthesis parameter ppu=fifo; docs/ppu-fifo.md). Only fifo kernels
+// include this file (the generator's PPU_FIFO site in kernel/step.tmpl); it replaces the
+// scanline renderer's lcd_next_after / lcd_catch_up_slow (hw/lcd.h) and keeps the rest of
+// hw/lcd.h (framebuffers, VBlank swap, which frames are drawn).
+//
+// Model (Pan Docs "Rendering", "Pixel FIFO", "OBJ penalty algorithm"; Mealybug Tearoom's "The
+// Comprehensive Game Boy PPU Documentation" and test sources; the dot constants below were
+// fitted to Mealybug's expected DMG screens): mode 3 of a visible line is run dot by dot from
+// its start (line dot 80, where hw/ppu.h starts mode 3).
+//   - Dots 0-5: the first background fetch, whose tile is thrown away.
+//   - The background/window fetcher then takes 2 dots per step: tile number (step 1), tile
+//     data low (step 3), tile data high (step 5), and pushes 8 pixels into the background FIFO
+//     from step 6 on, at the first dot the FIFO is empty. Registers are read at those steps:
+//     LCDC bits 3/4/6, SCX (coarse, bits 3-7) and SCY at the tile-number step, LCDC bit 4 and
+//     SCY again at each data step (Mealybug: SCY and TILE_SEL are read during the data
+//     steps, so changing them mid-fetch mixes bitplanes).
+//   - One pixel a dot leaves the FIFO (after the fetcher's step in the same dot); the first
+//     SCX % 8 are dropped (fine scroll), the rest go to the screen with BGP, OBP0/1 and LCDC
+//     bits 0/1 as they are at that dot. The first pixel leaves at dot 12 + SCX % 8, so mode 3
+//     lasts 172 + SCX % 8 dots without window or objects (hw/ppu.h ppu_mode3_end).
+//   - Window (Pan Docs "Window"): when LCDC bit 5 is set, LY has equalled WY on a line of
+//     this frame and the next pixel's x + 7 equals WX (WX 0-6: at x 0, the first 7 - WX
+//     window pixels dropped), the FIFO is cleared and the fetcher restarts on the window map
+//     (6 dots). A second start on the same line draws the window's next row (Mealybug
+//     WIN_EN notes). With LCDC bit 5 cleared, the next tile fetched is background again.
+//   - Objects: the OAM scan's first 10 objects on the line (OAM order), fetched in X order
+//     when the next pixel's x reaches OAM X - 8 (X < 8: at x 0) with LCDC bit 1 set. The
+//     fetch stalls the pipeline by Pan Docs' "OBJ penalty algorithm" (6 dots, plus
+//     5 - min(5, (X + SCX) % 8) for the first object in a background tile, 5 at X 0), the
+//     same sum hw/ppu.h's mode-3 end uses, so the pixels and STAT's mode 0 agree. Its pixels
+//     go into the object FIFO where it holds transparent ones (earlier objects win).
+// A register write is seen from line dot (write's io_time - mode-3 start + GBX_FIFO_WRITE_DOT)
+// on: the renderer is caught up to that dot before every write to FF40-FF4B, VRAM and OAM.
+//
+// Per-env state (GbxState::lcd_fifo, GBX_LCD_FIFO_BYTES): LcdFifo below, all bytes, so that a
+// step ending inside mode 3 (steps end on the CPU's frame grid, not the PPU's) goes on
+// exactly in the next one.
+#if GBX_RENDER
+#define GBX_FIFO_WRITE_DOT 0
+// Dots from mode 3's start (where SCX % 8, the object size for the OAM scan's result and
+// WY = LY are latched) to the first fetch, then the first fetch's 6 (Mealybug m3_bgp_change
+// puts the first pixel 13 + 12 dots after mode 3's start as hw/ppu.h times it, with
+// io_time 1 dot into the writing M-cycle; m3_scx_low_3_bits the SCX latch at its start).
+#define GBX_FIFO_LATCH_DOTS 7
+#define GBX_FIFO_FIRST_FETCH_DOTS (GBX_FIFO_LATCH_DOTS + 6)
+// The fine scroll (SCX % 8) is taken during the first fetch: Mealybug m3_scx_low_3_bits
+// writes SCX 4 dots apart on its two halves, the first taken, the second not.
+#define GBX_FIFO_SCX_LATCH_DOT 10
+#define GBX_FIFO_IDLE_LINE 0xFF
+#define GBX_FIFO_WIN_FETCHING 0x01  // LcdFifo::win: the fetcher is on the window map
+#define GBX_FIFO_WIN_SHOWN 0x02     // the window started on this line
+
+struct LcdFifo {
+  u8 active;         // 1 while line `line` is in mode 3 with pixels still to draw
+  u8 line;           // line being drawn or last drawn (GBX_FIFO_IDLE_LINE: none this frame)
+  u8 dot_lo, dot_hi; // dots of mode 3 run so far
+  u8 bg_lo, bg_hi, bg_n;              // background FIFO: bitplanes, bit 7 leaves first; count
+  u8 ob_lo, ob_hi, ob_pal, ob_prio;   // object FIFO: 8 slots (colour 0 = empty), bit 7 first
+  u8 fstep;          // fetcher step (0-5 fetching, 6 waiting to push)
+  u8 fx;             // tiles fetched since the line (or the window) started
+  u8 tile, dlo, dhi; // the fetch in progress
+  u8 x;              // screen x of the next pixel drawn (160: done)
+  u8 discard;        // pixels to drop: bits 0-2 SCX % 8 (a dot each), 4-6 7 - WX (no dot)
+  u8 win;            // GBX_FIFO_WIN_*
+  u8 obj_next;       // objects of the line fetched or passed, in X order
+  u8 stall;          // dots the whole pipeline still waits (first fetch, object fetches)
+  u8 last_tile;      // background tile of the last object fetched (0xFF: none yet)
+  u8 scx7;           // SCX % 8 at the line's start
+  u8 scan_lcdc;      // LCDC at the line's start: its object size chose the line's objects
+};
+
+GBX_FN u8* lcd_fifo_bytes(Machine& b) {
+#if GBX_CORE_SPLIT
+  return b.p->s.lcd_fifo + (u64)b.env * GBX_LCD_FIFO_BYTES;
+#else
+  return b.lcd_fifo;
+#endif
+}
+
+GBX_FN void lcd_fifo_load(Machine& b, LcdFifo& f) {
+  const u8* src = lcd_fifo_bytes(b);
+  u8* dst = (u8*)&f;
+  for (u32 i = 0; i < (u32)sizeof(LcdFifo); ++i) dst[i] = src[i];
+}
+
+GBX_FN void lcd_fifo_store(Machine& b, const LcdFifo& f) {
+  u8* dst = lcd_fifo_bytes(b);
+  const u8* src = (const u8*)&f;
+  for (u32 i = 0; i < (u32)sizeof(LcdFifo); ++i) dst[i] = src[i];
+}
+
+// Forgets the line in progress (LCD switched off or on, VBlank).
+GBX_FN void lcd_fifo_idle(Machine& b) {
+  LcdFifo f;
+  lcd_fifo_load(b, f);
+  f.active = 0;
+  f.line = GBX_FIFO_IDLE_LINE;
+  lcd_fifo_store(b, f);
+}
+
+// The cycle at which line `line`'s pipeline starts, in the frame starting at `frame_start`:
+// mode 3's start, GBX_FIFO_LINE0_DOTS later on line 0. Mealybug's raster handlers, run from
+// the mode-2 STAT interrupt, write 4 cycles earlier on line 0 than on the others ("line 0
+// timing is different by 4 cycles", m3_bgp_change.asm) and expect the same pixels on every
+// line: measured against that interrupt, line 0's pixels leave 4 dots earlier.
+#define GBX_FIFO_LINE0_DOTS (-4)
+GBX_FN i64 lcd_fifo_line_start(i64 frame_start, i64 line) {
+  return frame_start + line * GBX_LINE_DOTS + GBX_MODE2_DOTS +
+         (line == 0 ? GBX_FIFO_LINE0_DOTS : 0);
+}
+
+// lcd_next for a line whose pipeline has run `dots` dots: the first cycle at which a catch-up
+// has one more dot to run (dot d runs once now >= start + d + 1 - GBX_FIFO_WRITE_DOT).
+GBX_FN i64 lcd_fifo_due(i64 start, i64 dots) { return start + dots + 1 - GBX_FIFO_WRITE_DOT; }
+
+// The next line's pipeline start or the VBlank swap after line `line` of frame `frame_start`.
+GBX_FN i64 lcd_fifo_after_line(i64 frame_start, i64 line) {
+  if (line < 143) return lcd_fifo_due(lcd_fifo_line_start(frame_start, line + 1), 0);
+  return lcd_fifo_due(frame_start + 144 * GBX_LINE_DOTS, 0);
+}
+
+// First renderer work at or after `after` (step start, LCD switched on): the line in progress
+// if the state holds one for this line, else this line if its mode 3 can still be under way
+// (a state written by the line renderer, or a reset one: the line is drawn from its start),
+// else the next line or VBlank.
+GBX_FN i64 lcd_next_after(Machine& b, i64 after) {
+  const i64 epoch = GBX_COLD(b, ppu_epoch);
+  if (after < epoch) return lcd_fifo_due(lcd_fifo_line_start(epoch, 0), 0);
+  const i64 pos = (after - epoch) % GBX_FRAME_CYCLES;
+  const i64 frame_start = after - pos;
+  const i64 line = pos / GBX_LINE_DOTS, dot = pos % GBX_LINE_DOTS;
+  LcdFifo f;
+  lcd_fifo_load(b, f);
+  if (line >= 144) return lcd_fifo_due(lcd_fifo_line_start(frame_start + GBX_FRAME_CYCLES, 0), 0);
+  const i64 start = lcd_fifo_line_start(frame_start, line);
+  if (f.line == (u8)line) {
+    if (f.active) return lcd_fifo_due(start, (i64)f.dot_lo | (i64)f.dot_hi << 8);
+    return lcd_fifo_after_line(frame_start, line);
+  }
+  if (f.active) {  // a stale line: forget it
+    f.active = 0;
+    lcd_fifo_store(b, f);
+  }
+  if (dot < GBX_MODE3_MAX_END) return lcd_fifo_due(start, 0);
+  return lcd_fifo_after_line(frame_start, line);
+}
+
+GBX_FN void lcd_fifo_put_pixel(u8* GBX_RESTRICT row, u32 x, u32 shade) {
+  const u32 shift = 6u - 2u * (x & 3u);
+  row[x >> 2] = (u8)((row[x >> 2] & ~(3u << shift)) | (shade << shift));
+}
+
+// The line's objects (OAM scan: the first 10 in OAM order whose rows cover it), ordered by X,
+// ties by OAM index, as lcd_draw_line orders them. Returns how many.
+GBX_FN u32 lcd_fifo_objects(Machine& b, u32 ly, u8 lcdc, u8* sel) {
+  const u32 height = (lcdc & 0x04) ? 16u : 8u;
+  u32 n = 0;
+  for (u32 i = 0; i < 40u && n < 10u; ++i) {
+    const u32 top = lcd_oam(b, i * 4u);
+    if (ly + 16u >= top && ly + 16u < top + height) sel[n++] = (u8)i;
+  }
+  for (u32 i = 1; i < n; ++i) {
+    const u8 v = sel[i];
+    u32 j = i;
+    for (; j > 0 && lcd_oam(b, sel[j - 1] * 4u + 1u) > lcd_oam(b, v * 4u + 1u); --j)
+      sel[j] = sel[j - 1];
+    sel[j] = v;
+  }
+  return n;
+}
+
+// Object `o` (OAM index) fetched into the object FIFO while the next pixel is screen x `x`.
+GBX_FN void lcd_fifo_fetch_object(Machine& b, LcdFifo& f, u32 ly, u8 lcdc, u32 o) {
+  const u32 y = lcd_oam(b, o * 4u), ox = lcd_oam(b, o * 4u + 1u);
+  const u32 flags = lcd_oam(b, o * 4u + 3u);
+  const bool tall = (lcdc & 0x04) != 0;
+  u32 row = ly + 16u - y;
+  if (flags & 0x40) row = (tall ? 15u : 7u) - row;
+  row &= tall ? 15u : 7u;  // the size bit as it is now (Mealybug m3_lcdc_obj_size_change)
+  const u32 tile = tall ? (lcd_oam(b, o * 4u + 2u) & 0xFEu) : lcd_oam(b, o * 4u + 2u);
+  const u32 addr = tile * 16u + row * 2u;
+  const u32 lo = lcd_vram(b, addr), hi = lcd_vram(b, addr + 1u);
+  for (u32 p = 0; p < 8u; ++p) {
+    const i32 sx = (i32)ox - 8 + (i32)p;  // screen x of this object pixel
+    const i32 slot = sx - (i32)f.x;
+    if (slot < 0 || slot > 7) continue;
+    const u32 bit = (flags & 0x20) ? p : 7u - p;
+    const u32 c = ((hi >> bit) & 1u) << 1 | ((lo >> bit) & 1u);
+    const u32 m = 0x80u >> slot;
+    if (!c || ((f.ob_lo | f.ob_hi) & m)) continue;  // transparent, or an earlier object's
+    if (c & 1u) f.ob_lo = (u8)(f.ob_lo | m);
+    if (c & 2u) f.ob_hi = (u8)(f.ob_hi | m);
+    if (flags & 0x10) f.ob_pal = (u8)(f.ob_pal | m);
+    else f.ob_pal = (u8)(f.ob_pal & ~m);
+    if (flags & 0x80) f.ob_prio = (u8)(f.ob_prio | m);
+    else f.ob_prio = (u8)(f.ob_prio & ~m);
+  }
+}
+
+// Background / window tile data address of the fetch in progress, row `row` (0-7).
+GBX_FN u32 lcd_fifo_data_addr(u8 lcdc, u32 tile, u32 row) {
+  const u32 base = (lcdc & 0x10) ? tile * 16u : (u32)(0x1000 + (i32)(i8)tile * 16);
+  return base + row * 2u;
+}
+
+// The fetcher's read at its current step (0: tile number, 2: data low, 4: data high).
+GBX_FN void lcd_fifo_fetch_read(Machine& b, LcdFifo& f, u32 ly, u8 lcdc) {
+  if (f.fstep == 0) {
+    if ((f.win & GBX_FIFO_WIN_FETCHING) && !(lcdc & 0x20)) {
+      // Window switched off: the fetcher goes back to the background, on a tile boundary
+      // (Mealybug WIN_EN notes: SCX's low bits have no effect there).
+      f.win = (u8)(f.win & ~GBX_FIFO_WIN_FETCHING);
+      f.fx = (u8)((f.x + f.bg_n + 7u) >> 3);
+    }
+    if (f.win & GBX_FIFO_WIN_FETCHING) {
+      const u32 map = (lcdc & 0x40) ? 0x1C00u : 0x1800u;
+      f.tile = lcd_vram(b, map + ((u32)b.lcd_win_line >> 3) * 32u + (f.fx & 31u));
+    } else {
+      const u32 map = (lcdc & 0x08) ? 0x1C00u : 0x1800u;
+      const u32 y = (ly + *io_reg(b, 0xFF42)) & 0xFFu;
+      const u32 col = ((u32)(*io_reg(b, 0xFF43) >> 3) + f.fx) & 31u;
+      f.tile = lcd_vram(b, map + (y >> 3) * 32u + col);
+    }
+  } else if (f.fstep == 2 || f.fstep == 4) {
+    const u32 r = (f.win & GBX_FIFO_WIN_FETCHING) ? ((u32)b.lcd_win_line & 7u)
+                                                  : ((ly + *io_reg(b, 0xFF42)) & 7u);
+    const u8 d = lcd_vram(b, lcd_fifo_data_addr(lcdc, f.tile, r) + (f.fstep == 4 ? 1u : 0u));
+    if (f.fstep == 2) f.dlo = d;
+    else f.dhi = d;
+  }
+}
+
+// Runs line `ly`'s pipeline until it has run `until` dots of mode 3 or drawn its 160 pixels.
+GBX_NOINLINE void lcd_fifo_run(Machine& b, LcdFifo& f, u32 ly, i64 until, u8* GBX_RESTRICT row) {
+  u8 sel[10];
+  const u32 nobj = lcd_fifo_objects(b, ly, f.scan_lcdc, sel);
+  i64 dot = (i64)f.dot_lo | (i64)f.dot_hi << 8;
+  for (; dot < until && f.x < 160u; ++dot) {
+    if (dot == GBX_FIFO_SCX_LATCH_DOT) {
+      f.scx7 = (u8)(*io_reg(b, 0xFF43) & 7u);
+      f.discard = f.scx7;
+    }
+    if (f.stall) {
+      --f.stall;
+      continue;
+    }
+    const u8 lcdc = *io_reg(b, 0xFF40);
+    // Fetcher: a push when its tile is ready and the FIFO is empty; then the read of its
+    // current step (tile number at step 0, data low at 2, data high at 4), 2 dots a step.
+    if (f.fstep >= 6 && f.bg_n == 0) {
+      f.bg_lo = f.dlo;
+      f.bg_hi = f.dhi;
+      f.bg_n = 8;
+      f.fstep = 0;  // the push dot is the next fetch's first
+      ++f.fx;
+    }
+    if (f.fstep < 6) {
+      lcd_fifo_fetch_read(b, f, ly, lcdc);
+      ++f.fstep;
+    }
+    if (f.bg_n == 0) continue;
+    if (!(f.discard & 7u)) {
+      // Window start.
+      const u32 wx = *io_reg(b, 0xFF4B);
+      if ((lcdc & 0x20) && (b.lcd_flags & GBX_LCD_FLAG_WY_HIT) &&
+          !(f.win & GBX_FIFO_WIN_FETCHING) && (f.x + 7u == wx || (wx < 7u && f.x == 0))) {
+        if (f.win & GBX_FIFO_WIN_SHOWN) b.lcd_win_line++;  // a second start: the next row
+        f.win = GBX_FIFO_WIN_FETCHING | GBX_FIFO_WIN_SHOWN;
+        f.bg_n = 0;
+        f.fx = 0;
+        f.fstep = 0;  // this dot is the window fetch's first
+        lcd_fifo_fetch_read(b, f, ly, lcdc);
+        f.fstep = 1;
+        if (wx < 7u) f.discard = (u8)((7u - wx) << 4);
+        continue;
+      }
+      // Object fetches due at this pixel.
+      bool fetched = false;
+      while (f.obj_next < nobj) {
+        const u32 o = sel[f.obj_next];
+        const u32 ox = lcd_oam(b, o * 4u + 1u);
+        if (ox >= 168u || (ox >= 8u ? ox - 8u : 0u) != f.x) break;
+        ++f.obj_next;
+        if (!(lcdc & 0x02)) continue;
+        lcd_fifo_fetch_object(b, f, ly, lcdc, o);
+        const u32 t = (ox + f.scx7) >> 3;
+        u32 pen = 6;
+        if (t != f.last_tile) {
+          const u32 off = (ox + f.scx7) & 7u;
+          pen += ox == 0 ? 5u : (off < 5u ? 5u - off : 0u);
+          f.last_tile = (u8)t;
+        }
+        f.stall = (u8)(f.stall + pen);
+        fetched = true;
+      }
+      if (fetched) {
+        f.stall = (u8)(f.stall - 1);  // this dot was the first of the stall
+        continue;
+      }
+    }
+    // The window's pixels left of the screen (WX 0-6) are dropped as they arrive, taking no
+    // dot (Mealybug m3_window_timing: rows with WX 0-6 start drawing as WX 7 does).
+    while ((f.discard >> 4) && f.bg_n) {
+      f.bg_lo = (u8)(f.bg_lo << 1);
+      f.bg_hi = (u8)(f.bg_hi << 1);
+      --f.bg_n;
+      f.discard = (u8)(f.discard - 16u);
+    }
+    if (!f.bg_n) continue;
+    // One pixel leaves the FIFOs.
+    const u32 bgc = ((f.bg_hi >> 7) & 1u) << 1 | ((f.bg_lo >> 7) & 1u);
+    const u32 oc = ((f.ob_hi >> 7) & 1u) << 1 | ((f.ob_lo >> 7) & 1u);
+    const bool opal = (f.ob_pal & 0x80) != 0, oprio = (f.ob_prio & 0x80) != 0;
+    f.bg_lo = (u8)(f.bg_lo << 1);
+    f.bg_hi = (u8)(f.bg_hi << 1);
+    --f.bg_n;
+    if (f.discard & 7u) {
+      --f.discard;
+      continue;
+    }
+    f.ob_lo = (u8)(f.ob_lo << 1);
+    f.ob_hi = (u8)(f.ob_hi << 1);
+    f.ob_pal = (u8)(f.ob_pal << 1);
+    f.ob_prio = (u8)(f.ob_prio << 1);
+    const u32 c = (lcdc & 0x01) ? bgc : 0u;
+    u32 shade = (lcdc & 0x01) ? ((u32)*io_reg(b, 0xFF47) >> (2u * c)) & 3u : 0u;
+    if ((lcdc & 0x02) && oc && !(oprio && c)) {
+      const u8 pal = *io_reg(b, opal ? 0xFF49 : 0xFF48);
+      shade = ((u32)pal >> (2u * oc)) & 3u;
+    }
+    lcd_fifo_put_pixel(row, f.x, shade);
+    ++f.x;
+  }
+  f.dot_lo = (u8)dot;
+  f.dot_hi = (u8)(dot >> 8);
+  if (f.x >= 160u) {
+    f.active = 0;
+    if (f.win & GBX_FIFO_WIN_SHOWN) b.lcd_win_line++;
+  }
+}
+
+GBX_FN void lcd_fifo_start_line(Machine& b, LcdFifo& f, u32 ly) {
+  u8* bytes = (u8*)&f;
+  for (u32 i = 0; i < (u32)sizeof(LcdFifo); ++i) bytes[i] = 0;
+  f.active = 1;
+  f.line = (u8)ly;
+  f.stall = GBX_FIFO_FIRST_FETCH_DOTS;
+  f.last_tile = 0xFF;
+  f.scx7 = (u8)(*io_reg(b, 0xFF43) & 7u);
+  f.discard = f.scx7;
+  f.scan_lcdc = *io_reg(b, 0xFF40);
+  if (ly == *io_reg(b, 0xFF4A)) b.lcd_flags |= GBX_LCD_FLAG_WY_HIT;
+}
+
+// Whether line `ly`, drawn whole with the registers as they are, comes out of the FIFO model
+// exactly as lcd_draw_line draws it: always, but for the window's WX 0-6 start (dropped
+// pixels) which lcd_draw_line does not model.
+GBX_FN bool lcd_fifo_line_plain(Machine& b, u32 ly) {
+  const u8 lcdc = *io_reg(b, 0xFF40);
+  if (!(lcdc & 0x20) || !(lcdc & 0x01)) return true;
+  const bool wy = (b.lcd_flags & GBX_LCD_FLAG_WY_HIT) || ly == *io_reg(b, 0xFF4A);
+  return !wy || *io_reg(b, 0xFF4B) >= 7u;
+}
+
+// Runs the renderer up to `now`: the pipeline of the line in mode 3, lines that are over
+// drawn whole, the VBlank swap.
+GBX_NOINLINE void lcd_catch_up_slow(Machine& b, i64 now) {
+  if (!ppu_lcd_on(b)) {
+    b.lcd_next = GBX_NEVER;
+    return;
+  }
+  LcdFifo f;
+  lcd_fifo_load(b, f);
+  const i64 epoch = GBX_COLD(b, ppu_epoch);
+  while (b.lcd_next <= now) {
+    const i64 done = f.active ? ((i64)f.dot_lo | (i64)f.dot_hi << 8) : 0;
+    const i64 start = b.lcd_next - 1 + GBX_FIFO_WRITE_DOT - done;  // its mode 3 (or VBlank)
+    const i64 pos = (start - epoch) % GBX_FRAME_CYCLES;
+    const i64 frame_start = start - pos;
+    const i64 line = pos / GBX_LINE_DOTS;
+    if (line >= 144) {
+      b.lcd_flags = (u8)((b.lcd_flags ^ GBX_LCD_FLAG_FRONT) & ~GBX_LCD_FLAG_WY_HIT);
+      b.lcd_win_line = 0;
+      f.active = 0;
+      f.line = GBX_FIFO_IDLE_LINE;
+      b.lcd_next = lcd_fifo_due(lcd_fifo_line_start(frame_start + GBX_FRAME_CYCLES, 0), 0);
+      continue;
+    }
+    const i64 until = now - start + GBX_FIFO_WRITE_DOT;  // dots of mode 3 to have run
+    u8* row = lcd_buffer(b, false) + line * GBX_LCD_ROW_BYTES;
+    if (!f.active) {
+      if (!lcd_frame_needed(b, frame_start + 144 * GBX_LINE_DOTS)) {
+        f.line = (u8)line;
+        b.lcd_next = lcd_fifo_after_line(frame_start, line);
+        continue;
+      }
+      // A line whose mode 3 is over with no write during it: the scanline renderer draws it
+      // the same, much faster.
+      if (until > GBX_MODE3_MAX_END - GBX_MODE2_DOTS + GBX_FIFO_LATCH_DOTS &&
+          lcd_fifo_line_plain(b, (u32)line)) {
+        lcd_draw_line(b, (u32)line, row);
+        f.line = (u8)line;
+        b.lcd_next = lcd_fifo_after_line(frame_start, line);
+        continue;
+      }
+      lcd_fifo_start_line(b, f, (u32)line);
+    }
+    lcd_fifo_run(b, f, (u32)line, until, row);
+    if (f.active) {
+      b.lcd_next = lcd_fifo_due(start, (i64)f.dot_lo | (i64)f.dot_hi << 8);
+      break;
+    }
+    b.lcd_next = lcd_fifo_after_line(frame_start, line);
+  }
+  lcd_fifo_store(b, f);
+}
+
+// Hook (hw/io.h): before a write of `v` to PPU register `addr` (FF40-FF4B). The pipeline runs
+// up to the write's dot; the register's new value is in force from there, but for one dot:
+//  - DMG palettes (BGP, OBP0, OBP1): the pixel drawn at that dot sees the old and the new
+//    value ORed (Mealybug m3_bgp_change / m3_obp0_change: a palette written back after a
+//    change shows the new colours one pixel longer);
+//  - LCDC: the fetcher sees the new bits at that dot, the pixel drawn then still the old BG
+//    and OBJ enables (bits 0, 1), which take effect a dot later (Mealybug
+//    m3_lcdc_bg_en_change, m3_lcdc_obj_en_change).
+GBX_FN void lcd_fifo_before_reg_write(Machine& b, u32 addr, u8 v) {
+  const i64 t = io_time(b);
+  lcd_catch_up(b, t);
+  u8* reg = io_reg(b, addr);
+  const u8 old = *reg;
+  if (addr - 0xFF47u < 3u) *reg = (u8)(old | v);
+  else if (addr == 0xFF40u) *reg = (u8)((v & 0x7C) | (old & 0x83));
+  else return;
+  lcd_catch_up(b, t + 1);
+  *reg = old;
+}
+#endif  // GBX_RENDER

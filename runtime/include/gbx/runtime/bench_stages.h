@@ -41,6 +41,8 @@ struct InterleavedBenchOptions {
   // For @spec variants: profile:FILE or auto[:N] (auto profiles and waits for the compile
   // before the warm-up, so every timed step runs the specialized kernel).
   std::string specialize;
+  // A save state every env of every variant starts from (bench.h's load_state); "" = power-on.
+  std::string load_state;
   std::vector<StageVariant> variants;
 };
 

@@ -2,6 +2,7 @@
 """Random agent: steps a gbx.VecEnv with random actions and prints env-steps/s and frames/s.
 
     python examples/random_agent.py --envs 256 --steps 200
+    python examples/random_agent.py --rom game.gb --state mid.gbxstate   # from a save state
 """
 import argparse
 import sys
@@ -33,12 +34,17 @@ def main() -> int:
     ap.add_argument("--obs", default="pixels", choices=("pixels", "vec"),
                     help="pixels (the screen, VecEnv's default) or vec (obs_v0, what "
                          "`gbx-run bench` writes; scripts/bench-python.sh compares with it)")
+    ap.add_argument("--state", help="GBX save state every env starts (and resets) from, e.g. "
+                    "one written by `gbx-run run --save-state`")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
     env = gbx.VecEnv(args.rom, num_envs=args.envs, device=args.device,
                      frames_per_step=args.frames_per_step, release_after_frames=0,
                      threads=args.threads, seed=args.seed, obs=args.obs)
+    if args.state:
+        with open(args.state, "rb") as f:
+            env.set_reset_state(f.read())
     env.reset(seed=args.seed)
     print(f"env ready in {time.perf_counter() - t0:.2f} s (kernel {env.kernel_key[:16]})")
     env.action_space.seed(args.seed)

@@ -17,6 +17,14 @@ wait on one barrier; the clock runs from the barrier to the last worker's end. O
 `tick(frames_per_step)` of one env; PyBoy counts frames by its own VBlank, not GBX's 70224-T
 frame rule, which is the same amount of emulated time per frame. PyBoy runs a boot ROM first
 (about 100 frames, GBX and mGBA start in the post-boot state): the default warm-up covers it.
+
+Games from a mid-game point (scripts/bench-games.sh): PyBoy cannot load a GBX save state, so
+`--schedule FILE` (JSON [[action, frames], ...], the input schedule GBX's state was made with)
+is played after the boot ROM (`--skip-boot`: ticks single frames until the boot ROM has
+handed over, PC >= 0x100) and before the warm-up, from power-on, untimed. `--actions random`
+presses, every step, the action byte GBX's `--actions random --seed S` gives the same env at
+the same step (splitmix64, runtime/src/action_policy.cpp; bit 0 A, 1 B, 2 Select, 3 Start,
+4 Right, 5 Left, 6 Up, 7 Down), held for `--release-after-frames` frames of the step (-1: all).
 """
 import argparse
 import datetime
@@ -81,18 +89,94 @@ def make_ticker(pb, frames):
     return tick
 
 
-def worker(rom, n_envs, steps, warmup, frames, barrier, results):
+M64 = (1 << 64) - 1
+BUTTONS = ("a", "b", "select", "start", "right", "left", "up", "down")
+
+
+def mix(z):
+    """splitmix64's finalizer, as runtime/src/action_policy.cpp."""
+    z = (z + 0x9E3779B97F4A7C15) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def random_action(seed, step, env):
+    return mix((mix(seed ^ mix(step)) + env) & M64) & 0xFF
+
+
+class Pad:
+    """Holds an action byte on one PyBoy: presses and releases only what changes."""
+
+    def __init__(self, pb):
+        self.pb = pb
+        self.held = 0
+
+    def set(self, action):
+        changed = action ^ self.held
+        if changed:
+            for bit, name in enumerate(BUTTONS):
+                if changed >> bit & 1:
+                    if action >> bit & 1:
+                        self.pb.button_press(name)
+                    else:
+                        self.pb.button_release(name)
+        self.held = action
+
+
+def skip_boot(pb, limit=600):
+    """Ticks single frames until the boot ROM has handed over to the cartridge (PC >= 0x100)."""
+    for n in range(limit):
+        try:
+            if pb.register_file.PC >= 0x100 and pb.memory[0xFF50] & 1:
+                return n
+        except (AttributeError, IndexError, TypeError):
+            pass
+        pb.tick(1, False)
+    return limit
+
+
+def worker(rom, n_envs, steps, warmup, frames, barrier, results, game=None):
     instances = [make_pyboy(rom) for _ in range(n_envs)]
     ticks = [make_ticker(pb, frames) for pb in instances]
-    for _ in range(warmup):
-        for t in ticks:
-            t()
-    barrier.wait()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        for t in ticks:
-            t()
-    results.put(time.perf_counter() - t0)
+    if game is not None:  # a game from a point: boot, schedule, then random actions per step
+        pads = [Pad(pb) for pb in instances]
+        for pb, pad in zip(instances, pads):
+            if game["skip_boot"]:
+                skip_boot(pb)
+            for action, n in game["schedule"]:
+                pad.set(action)
+                pb.tick(n, False)
+            pad.set(0)
+        seed, release = game["seed"], game["release_after_frames"]
+        held = frames if release < 0 or release >= frames else release
+
+        def run_step(step):
+            for e, (pb, pad) in enumerate(zip(instances, pads)):
+                pad.set(random_action(seed, step, e) if game["random"] else 0)
+                if held > 0:
+                    pb.tick(held, False)
+                if held < frames:
+                    pad.set(0)
+                    pb.tick(frames - held, False)
+
+        for i in range(warmup):
+            run_step(i)
+        barrier.wait()
+        t0 = time.perf_counter()
+        for i in range(warmup, warmup + steps):
+            run_step(i)
+        results.put(time.perf_counter() - t0)
+    else:
+        for _ in range(warmup):
+            for t in ticks:
+                t()
+        barrier.wait()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            for t in ticks:
+                t()
+        results.put(time.perf_counter() - t0)
     for pb in instances:
         try:
             pb.stop(save=False)
@@ -100,13 +184,13 @@ def worker(rom, n_envs, steps, warmup, frames, barrier, results):
             pb.stop()
 
 
-def run_point(rom, envs, steps, warmup, frames, cores):
+def run_point(rom, envs, steps, warmup, frames, cores, game=None):
     procs = min(envs, cores)
     share = [envs // procs + (1 if i < envs % procs else 0) for i in range(procs)]
     barrier = mp.Barrier(procs + 1)
     results = mp.Queue()
     ps = [
-        mp.Process(target=worker, args=(rom, share[i], steps, warmup, frames, barrier, results))
+        mp.Process(target=worker, args=(rom, share[i], steps, warmup, frames, barrier, results, game))
         for i in range(procs)
     ]
     for p in ps:
@@ -170,6 +254,15 @@ def main(argv):
     ap.add_argument("--frames-per-step", type=int, default=1)
     ap.add_argument("--cores", type=int, default=os.cpu_count(), help="worker processes at most")
     ap.add_argument("--json", help="sweep file (default artifacts/bench/<utc>_<rom>_pyboy.json)")
+    ap.add_argument("--actions", default="none", choices=("none", "random"),
+                    help="random: GBX's --actions random byte per env per step (see above)")
+    ap.add_argument("--seed", type=int, default=1, help="seed of --actions random")
+    ap.add_argument("--release-after-frames", type=int, default=-1,
+                    help="buttons released after N frames of each step (-1: held all step)")
+    ap.add_argument("--schedule", help="JSON [[action, frames], ...] played before the warm-up")
+    ap.add_argument("--skip-boot", action="store_true",
+                    help="tick until the boot ROM has handed over before the schedule")
+    ap.add_argument("--label", default="pyboy")
     args = ap.parse_args(argv)
     envs = [int(x) for x in args.envs.split(",")]
     if min(envs) < 1 or args.steps < 1 or args.frames_per_step < 1 or args.cores < 1:
@@ -186,9 +279,19 @@ def main(argv):
 
         version = pkg_version("pyboy")
 
+    game = None
+    if args.actions != "none" or args.schedule or args.skip_boot or args.release_after_frames >= 0:
+        schedule = []
+        if args.schedule:
+            with open(args.schedule) as f:
+                schedule = [(int(a), int(n)) for a, n in json.load(f)]
+        game = {"random": args.actions == "random", "seed": args.seed,
+                "release_after_frames": args.release_after_frames, "schedule": schedule,
+                "skip_boot": args.skip_boot}
     results = []
     for i, n in enumerate(envs):
-        r = run_point(rom, n, args.steps, args.warmup_steps, args.frames_per_step, args.cores)
+        r = run_point(rom, n, args.steps, args.warmup_steps, args.frames_per_step, args.cores,
+                      game)
         results.append(r)
         print(
             f"bench pyboy: envs {n} [{i + 1}/{len(envs)}]: {r['total_sps']:.0f} env-steps/s, "
@@ -206,7 +309,7 @@ def main(argv):
         "system": system_info(version),
         "config": {
             "backend": "pyboy",
-            "label": "pyboy",
+            "label": args.label,
             "rom": {"name": name, "spec": rom, "size": len(data),
                     "sha256": hashlib.sha256(data).hexdigest()},
             "envs": envs,
@@ -216,7 +319,11 @@ def main(argv):
             "stage": "emulate_only",
             "threads": args.cores,
             "sync_every": 0,
-            "actions": {"policy": "none"},
+            "actions": ({"policy": "random", "seed": args.seed} if args.actions == "random"
+                        else {"policy": "none"}),
+            "release_after_frames": args.release_after_frames,
+            "schedule": args.schedule,
+            "skip_boot": args.skip_boot,
             "pyboy": {"version": version, "window": "null", "render": False},
         },
         "results": results,

@@ -320,6 +320,42 @@ TEST_CASE("bench --actions: recorded in the sweep, FILE read, bad FILE is one li
   check_one_line_error(run_command(bench + "--actions '" + empty.string() + "'"), 1, "empty");
 }
 
+TEST_CASE("bench --load-state: every env starts from a state made by run --actions FILE") {
+  test::TempDir d;
+  const fs::path schedule = d.path / "schedule.bin";
+  {
+    std::ofstream out(schedule, std::ios::binary);
+    for (int i = 0; i < 4; ++i) out.put((char)(0x11 << (i & 1)));
+  }
+  const fs::path state = d.path / "mid.state";
+  const auto made = run_command(tool("gbx-run") +
+                                " run --rom builtin:JOYPAD_IRQ --envs 1 --threads 1 --frames 8 "
+                                "--frames-per-step 2 --stage emulate_only --actions '" +
+                                schedule.string() + "' --save-state '" + state.string() + "'");
+  CAPTURE(made.output);
+  REQUIRE(made.exit_code == 0);
+  REQUIRE(fs::exists(state));
+  const std::string bench = tool("gbx-run") +
+                            " bench --backend cpu --rom builtin:JOYPAD_IRQ --envs 2 --steps 2 "
+                            "--warmup-steps 1 --threads 1 --frames-per-step 4 --out '" +
+                            d.path.string() + "' ";
+  const fs::path out = d.path / "s.json";
+  const auto r =
+      run_command(bench + "--load-state '" + state.string() + "' --json '" + out.string() + "'");
+  CAPTURE(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(read_json(out)["config"]["load_state"] == state.string());
+  check_one_line_error(run_command(bench + "--load-state '" + (d.path / "nope").string() + "'"),
+                       1, "nope");
+  const auto st = run_command(tool("gbx-run") +
+                              " bench-stages --rom builtin:JOYPAD_IRQ --envs 2 --rounds 1 "
+                              "--steps-per-round 1 --warmup-steps 0 --threads 1 --variants "
+                              "emulate_only emulate_only@t1 --load-state '" +
+                              state.string() + "'");
+  CAPTURE(st.output);
+  CHECK(st.exit_code == 0);
+}
+
 TEST_CASE("bench-stages: @tN variants and actions") {
   auto v = parse_stage_variant("obs_only:pixels@t2");
   REQUIRE(v.ok());

@@ -119,7 +119,7 @@ TEST_CASE("each case carries a #line back to its family template") {
   const auto bundle = load_bundle();
   auto src = generate(bundle, params(Stage::EmulateOnly, Device::Cpu));
   REQUIRE(src.ok());
-  const auto pos = src->source.find("case 0x41: {  // LD B,C");
+  const auto pos = src->source.find("case 0x41: GBX_OP_LABEL(41) {  // LD B,C");
   REQUIRE(pos != std::string::npos);
   const auto next = src->source.substr(pos, 200);
   CHECK(next.find("#line 3 \"templates/sm83/family/ld_r_src.tmpl\"") != std::string::npos);

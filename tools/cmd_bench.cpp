@@ -42,6 +42,7 @@ struct BenchCli {
   std::string ppu = "line";
   std::string layout = "env_major";
   std::string specialize = "off";
+  std::string load_state;
 };
 
 struct ReportCli {
@@ -91,6 +92,7 @@ int cmd_bench(const BenchCli& c) {
   o.action_seed = c.action_seed;
   o.verbose = c.verbose;
   o.specialize = c.specialize;
+  o.load_state = c.load_state;
   // A live line on a terminal; in a log, one line per finished env count.
   const bool tty = isatty(STDERR_FILENO);
   if (tty) o.progress = [](const std::string& l) { std::fprintf(stderr, "\r%s\033[K", l.c_str()); };
@@ -209,6 +211,9 @@ void register_bench(CLI::App& app, Commands& cmds) {
   c->add_option("--specialize", b.specialize,
                 "cpu, cuda: off | profile:FILE | auto[:N] (ROM-specialized kernel)")
       ->capture_default_str();
+  c->add_option("--load-state", b.load_state,
+                "save state every env starts from (gbx-run run --save-state; for mgba, one "
+                "saved by --backend mgba)");
   c->add_option("--label", b.label, "sweep name in reports (default: backend, -tN with --threads)");
   c->add_option("--actions", b.actions,
                 "random (a seeded random joypad byte per env per step) | none (all 0: envs "
@@ -251,7 +256,11 @@ void register_bench(CLI::App& app, Commands& cmds) {
   sc->add_option("--specialize", st.o.specialize,
                  "the @spec variants' kernel: profile:FILE | auto[:N] (profiled, and compiled "
                  "before the warm-up)");
-  sc->add_option("--ppu", st.ppu, "pixel model of variants without @fifo / @line: line | fifo")->check(CLI::IsMember({"line", "fifo"}))->capture_default_str();
+  sc->add_option("--ppu", st.ppu, "pixel model of variants without @fifo / @line: line | fifo")
+      ->check(CLI::IsMember({"line", "fifo"}))
+      ->capture_default_str();
+  sc->add_option("--load-state", st.o.load_state,
+                 "save state every env of every variant starts from");
   sc->add_option("--actions", st.o.actions, "random | none | FILE (as for bench)")
       ->capture_default_str();
   sc->add_option("--seed", st.o.action_seed, "seed of --actions random")->capture_default_str();

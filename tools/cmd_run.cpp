@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "commands.h"
+#include "gbx/runtime/action_policy.h"
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/battery_file.h"
 #include "gbx/runtime/conformance.h"
@@ -54,6 +55,8 @@ struct RunOptions {
   std::string screenshot_grid;      // PNG tiling the first grid_envs envs' last frames
   int grid_envs = 0;                // 0: min(envs, 64)
   std::string load_state;           // every env starts from this save state
+  std::string actions;              // "" = --action; else random | none | FILE (action_policy.h)
+  unsigned long long action_seed = 1;
   std::string save_state;           // env `env`'s state at the end goes here
   std::string specialize = "off";   // off | profile:FILE | auto[:N] (ROM-specialized kernel)
   std::string tiered_start = "on";  // cuda: on | off
@@ -289,10 +292,17 @@ int cmd_run(const RunOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   if (o.action < 0 || o.action > 0xFF)
     return tool::fail(make_error(ErrorKind::Usage, "--action must be a button mask 0..255"));
-  const std::vector<int32_t> actions(o.action ? (size_t)be.num_envs() : 0, o.action);
+  std::vector<int32_t> actions(o.action ? (size_t)be.num_envs() : 0, o.action);
+  std::optional<ActionPolicy> policy;
+  if (!o.actions.empty()) {
+    auto parsed = ActionPolicy::parse(o.actions, o.action_seed);
+    if (!parsed) return tool::fail(parsed.error());
+    policy = std::move(parsed.value());
+  }
   const bool tiering = cfg.specialize_auto_frames > 0;
   long long specialized_from = 0;  // auto: the first step (1-based) on the specialized kernel
   for (long long i = 0; i < steps; ++i) {
+    if (policy) policy->fill(i, be.num_envs(), actions);
     if (auto st = be.step(actions); !st) return tool::fail(st.error());
     if (tiering && specialized_from == 0 && be.specialize_status() == "specialized")
       specialized_from = i + 2;  // swapped in after this step
@@ -367,6 +377,11 @@ void register_run(CLI::App& app, Commands& cmds) {
                 "buttons every env holds each step (bit 0 A, 1 B, 2 Select, 3 Start, 4 Right, "
                 "5 Left, 6 Up, 7 Down)")
       ->capture_default_str();
+  r->add_option("--actions", run.actions,
+                "per-step actions instead of --action: random (a seeded byte per env per step) "
+                "| none | FILE (raw bytes, one per env per step, step-major: with one env, byte "
+                "N is step N's action; an input schedule)");
+  r->add_option("--seed", run.action_seed, "seed of --actions random")->capture_default_str();
   r->add_option("--release-after-frames", run.release_after_frames,
                 "buttons are released after N frames of each step (default -1: never)")
       ->capture_default_str();

@@ -284,14 +284,21 @@ class Generator {
     if (!body) return body.take_error();
     const Family& f = *body.value().family;
     char head[160];
-    std::snprintf(head, sizeof head, "        case 0x%02X: {  // %s - %d B, %d T", e.code,
-                  e.mnemonic.c_str(), e.length, e.cycles);
+    // Base opcodes: a label for the threaded dispatch and, after the body, its jump to the
+    // next opcode's case (GBX_OP_LABEL, GBX_NEXT_OP: kernel/step.tmpl; empty where it is off).
+    if (e.cb)
+      std::snprintf(head, sizeof head, "        case 0x%02X: {  // %s - %d B, %d T", e.code,
+                    e.mnemonic.c_str(), e.length, e.cycles);
+    else
+      std::snprintf(head, sizeof head,
+                    "        case 0x%02X: GBX_OP_LABEL(%02X) {  // %s - %d B, %d T", e.code, e.code,
+                    e.mnemonic.c_str(), e.length, e.cycles);
     std::string out = head;
     if (e.cycles_not_taken) out += " (" + std::to_string(e.cycles_not_taken) + " not taken)";
     out += "\n" + line_directive(f.body_line, f.path);
     for (const auto& line : body.value().lines)
       out += line.empty() ? "\n" : "          " + line + "\n";
-    out += "        } break;\n";
+    out += e.cb ? "        } break;\n" : "        } GBX_NEXT_OP break;\n";
     return out;
   }
 
@@ -554,7 +561,9 @@ class Generator {
   }
 
   Result<std::string> dispatch(bool cb) {
-    std::string out;
+    // Templates without the threaded dispatch (an older kernel/step.tmpl) get empty macros.
+    std::string out =
+        cb ? "" : "#ifndef GBX_NEXT_OP\n#define GBX_OP_LABEL(nn)\n#define GBX_NEXT_OP\n#endif\n";
     for (const auto& e : bundle_.opcodes()) {
       if (e.cb != cb) continue;
       auto c = expand_case(e);

@@ -17,6 +17,7 @@
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/env_state.h"
 #include "gbx/runtime/rom.h"
+#include "gbx/runtime/save_state.h"
 #include "gbx/runtime/specialize.h"
 #include "gbx/runtime/system_info.h"
 
@@ -129,6 +130,12 @@ Result<json> run_bench(const BenchOptions& o) {
   auto rom = load_rom(o.rom);
   if (!rom) return rom.take_error();
   if (auto st = check_bench_memory(o); !st) return st.take_error();
+  std::vector<uint8_t> start_state;
+  if (!o.load_state.empty()) {
+    auto bytes = read_save_state_file(o.load_state);
+    if (!bytes) return bytes.take_error();
+    start_state = std::move(bytes.value());
+  }
 
   const std::string label = sweep_label(o);
   const std::string stage(to_string(o.stage));
@@ -165,6 +172,12 @@ Result<json> run_bench(const BenchOptions& o) {
     if (!made) return made.take_error();
     std::unique_ptr<Backend> be = std::move(made.value());
     if (auto st = be->reset(0); !st) return st.take_error();
+    if (!start_state.empty()) {
+      if (auto st = be->set_reset_state({start_state}); !st)
+        return make_error(st.error().kind, "--load-state " + o.load_state + ": " +
+                                               st.error().message);
+      if (auto st = be->reset(std::vector<uint8_t>((size_t)n, 1)); !st) return st.take_error();
+    }
     r.setup_seconds = since(t0);
 
     // Actions are drawn step by step inside the timed loop, as an RL loop hands them over
@@ -271,6 +284,7 @@ Result<json> run_bench(const BenchOptions& o) {
                 {"stage", stage},
                 {"threads", o.threads},
                 {"specialize", o.specialize},
+                {"load_state", o.load_state.empty() ? json(nullptr) : json(o.load_state)},
                 {"rtc_lock", o.rtc_lock},
                 {"layout", to_string(o.layout)},
                 {"ppu", to_string(o.ppu)},

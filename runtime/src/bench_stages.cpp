@@ -10,6 +10,7 @@
 
 #include "gbx/runtime/action_policy.h"
 #include "gbx/runtime/rom.h"
+#include "gbx/runtime/save_state.h"
 #include "gbx/runtime/specialize.h"
 
 namespace gbx {
@@ -90,6 +91,12 @@ Result<std::vector<VariantResult>> run_interleaved_bench(const InterleavedBenchO
   if (!policy) return policy.take_error();
   auto rom = load_rom(o.rom);
   if (!rom) return rom.take_error();
+  std::vector<uint8_t> start_state;
+  if (!o.load_state.empty()) {
+    auto bytes = read_save_state_file(o.load_state);
+    if (!bytes) return bytes.take_error();
+    start_state = std::move(bytes.value());
+  }
   BackendConfig spec_cfg;  // what @spec variants add
   if (auto st = apply_specialize_option(o.specialize, rom.value(), spec_cfg); !st)
     return st.take_error();
@@ -130,6 +137,13 @@ Result<std::vector<VariantResult>> run_interleaved_bench(const InterleavedBenchO
     }
     auto b = make_backend(o.backend, rom.value(), cfg);
     if (!b) return b.take_error();
+    if (!start_state.empty()) {
+      if (auto st = b.value()->set_reset_state({start_state}); !st)
+        return make_error(st.error().kind, "--load-state " + o.load_state + ": " +
+                                               st.error().message);
+      if (auto st = b.value()->reset(std::vector<uint8_t>((size_t)envs, 1)); !st)
+        return st.take_error();
+    }
     backends.push_back(std::move(b.value()));
     step_index.push_back(0);
     if (auto steps = tier_up_now(*backends.back(), [&] { return step(backends.size() - 1); });

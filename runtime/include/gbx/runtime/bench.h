@@ -47,6 +47,10 @@ struct BenchOptions {
   uint64_t action_seed = 1;
   bool verbose = false;
   std::string specialize = "off";  // off | profile:FILE | auto[:N] (gbx/runtime/specialize.h)
+  // A save state (save_state.h) every env starts from (the backend's reset state, so a masked
+  // reset goes back to it), as an RL run starts from a mid-game state; "" = power-on. The
+  // blob's kind must match the backend (a GBX state for cpu/cuda, an mgba one for mgba).
+  std::string load_state;
   // Live progress (one line, replaced as it goes) and a note per finished env count.
   std::function<void(const std::string&)> progress;
   std::function<void(const std::string&)> done;

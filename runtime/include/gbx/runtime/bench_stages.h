@@ -45,6 +45,8 @@ struct InterleavedBenchOptions {
   // before the warm-up, so every timed step runs the specialized kernel).
   std::string specialize;
   PpuModel ppu = PpuModel::Line;  // variants without @fifo / @line
+  // A save state every env of every variant starts from (bench.h's load_state); "" = power-on.
+  std::string load_state;
   std::vector<StageVariant> variants;
 };
 

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Game-shaped workloads measured the way RL runs them: every env starts from a mid-game save
+# state, 24 frames a step, a random action per env per step held for the first frames of the
+# step. Per game, in interleaved rounds (one process per column per round: interp, spec, mgba,
+# pyboy, then the next round), env-steps/s and frames/s per core of:
+#   interp  GBX cpu backend, the interpreter, one thread
+#   spec    GBX cpu backend, the ROM-specialized kernel (--specialize auto:N, profiled from the
+#           state; the tier-up, profile + compile, is reported apart, cold and cached)
+#   mgba    the mgba reference backend (libmgba, stepped one instruction at a time), one thread
+#   pyboy   PyBoy 2.8.1 headless, one process (scripts/bench_pyboy.py)
+# and the ratios per round (median, min-max over rounds). Writes the sweeps, summary.json and
+# games.png under artifacts/bench-games/<utc>/ (git-ignored).
+#
+# Mid-game states are made here, at run time, never stored: from power-on, a seeded input
+# schedule (GBX_GAMES_SEGMENTS segments of GBX_GAMES_HOLD frames, each a random joypad byte)
+# played by `gbx-run run --load-state/--save-state` segment by segment, once on the cpu
+# backend (a GBX state, for interp and spec) and once on the mgba backend (an mgba state).
+# PyBoy cannot load either: it plays the same schedule from power-on after its boot ROM
+# (untimed), so it starts from the same inputs but not the same machine state.
+#
+#   GBX_GAMES_ROMS      ROM files (default: build/roms/game_loop.gb if sdcc built it,
+#                       ../shared/games/2048.gb, ../shared/games/libbet.gb)
+#   GBX_GAMES_ROUNDS    interleaved rounds          (default 3)
+#   GBX_GAMES_SECS      seconds per column a round  (default 2)
+#   GBX_GAMES_ENVS      envs per column             (default 8; PyBoy: 8 instances, 1 process)
+#   GBX_GAMES_FPS       frames per step             (default 24)
+#   GBX_GAMES_RELEASE   frames a step's buttons are held (default 8; -1: the whole step)
+#   GBX_GAMES_SEED      seed of the schedule and the random actions (default 1)
+#   GBX_GAMES_SEGMENTS  schedule segments           (default 75: 600 frames)
+#   GBX_GAMES_HOLD      frames per segment          (default 8)
+#   GBX_GAMES_PROFILE   frames profiled for spec    (default 120)
+#   GBX_GAMES_COLUMNS   default "interp spec mgba pyboy"
+#   GBX_GAMES_COLD      1 (default): time one tier-up on an empty kernel cache first
+#   GBX_BUILD_DIR       build directory             (default build/)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${GBX_BUILD_DIR:-$root/build}
+rounds=${GBX_GAMES_ROUNDS:-3}
+secs=${GBX_GAMES_SECS:-2}
+envs=${GBX_GAMES_ENVS:-8}
+fps=${GBX_GAMES_FPS:-24}
+release=${GBX_GAMES_RELEASE:-8}
+seed=${GBX_GAMES_SEED:-1}
+segments=${GBX_GAMES_SEGMENTS:-75}
+hold=${GBX_GAMES_HOLD:-8}
+profile=${GBX_GAMES_PROFILE:-120}
+columns=${GBX_GAMES_COLUMNS:-interp spec mgba pyboy}
+cold=${GBX_GAMES_COLD:-1}
+gbx="$build/tools/gbx-run"
+[ -x "$gbx" ] || { echo "bench-games: build first (scripts/build.sh)" >&2; exit 2; }
+
+if [ -n "${GBX_GAMES_ROMS:-}" ]; then
+  roms=$GBX_GAMES_ROMS
+else
+  roms=""
+  [ -f "$build/roms/game_loop.gb" ] && roms="$build/roms/game_loop.gb"
+  for g in 2048 libbet; do
+    f="$root/../shared/games/$g.gb"
+    [ -f "$f" ] && roms="$roms $f"
+  done
+fi
+[ -n "${roms// /}" ] || { echo "bench-games: no ROMs" >&2; exit 2; }
+
+out="$root/artifacts/bench-games/$(date -u +%Y%m%dT%H%M%SZ)"
+mkdir -p "$out"
+log() { echo "$*" | tee -a "$out/log.txt" >&2; }
+log "bench-games: $(date -u +%FT%TZ) on $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
+log "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+log "envs $envs, $fps frames/step, buttons held $release frames, seed $seed, $rounds rounds x ${secs}s"
+
+# The input schedule, from the seed alone: one action byte per segment (schedule.bin, what
+# `gbx-run run --actions FILE` takes, one byte per step) and the same as [[action, frames],
+# ...] for PyBoy (schedule.json).
+python3 - "$seed" "$segments" "$hold" "$out/schedule.bin" > "$out/schedule.json" <<'EOF'
+import json, random, sys
+seed, segs, hold = (int(x) for x in sys.argv[1:4])
+rng = random.Random(seed)
+actions = [rng.randrange(256) for _ in range(segs)]
+open(sys.argv[4], "wb").write(bytes(actions))
+print(json.dumps([[a, hold] for a in actions]))
+EOF
+
+# make_state BACKEND ROM STATE: plays the schedule from power-on (the post-boot state) on one
+# env, one step per segment, and saves the state at its end.
+make_state() {
+  "$gbx" run --backend "$1" --rom "$2" --envs 1 --threads 1 --stage emulate_only \
+    --frames $((segments * hold)) --frames-per-step "$hold" --actions "$out/schedule.bin" \
+    --save-state "$3" >/dev/null
+}
+
+common=(--envs "$envs" --threads 1 --frames-per-step "$fps" --release-after-frames "$release"
+        --stage emulate_only --actions random --seed "$seed" --warmup-steps 2)
+for rom in $roms; do
+  name=$(basename "$rom" .gb)
+  log "== $name: making mid-game states ($segments x $hold frames from power-on)"
+  make_state cpu "$rom" "$out/$name.gbx.state"
+  [[ " $columns " == *" mgba "* ]] && make_state mgba "$rom" "$out/$name.mgba.state"
+  if [ "$cold" = 1 ] && [[ " $columns " == *" spec "* ]]; then
+    # Tier-up on an empty cache: profile + a cold compile of the specialized kernel.
+    GBX_CACHE_DIR="$out/cold-cache" "$gbx" bench --backend cpu --rom "$rom" "${common[@]}" \
+      --load-state "$out/$name.gbx.state" --specialize "auto:$profile" --steps 3 \
+      --label spec-cold --json "$out/${name}_spec-cold.json" >/dev/null 2>>"$out/log.txt" ||
+      log "bench-games: cold tier-up failed on $name"
+  fi
+done
+rm -rf "$out/cold-cache"
+
+pyboy_steps=() # per ROM index: steps for about $secs seconds, from the previous round
+for ((r = 1; r <= rounds; r++)); do
+  i=0
+  for rom in $roms; do
+    name=$(basename "$rom" .gb)
+    for col in $columns; do
+      j="$out/${name}_${col}_r$r.json"
+      case $col in
+        interp) "$gbx" bench --backend cpu --label interp --rom "$rom" "${common[@]}" \
+                  --seconds "$secs" --load-state "$out/$name.gbx.state" --json "$j" ;;
+        spec) "$gbx" bench --backend cpu --label spec --rom "$rom" "${common[@]}" \
+                --seconds "$secs" --load-state "$out/$name.gbx.state" \
+                --specialize "auto:$profile" --json "$j" ;;
+        mgba) "$gbx" bench --backend mgba --label mgba --rom "$rom" "${common[@]}" \
+                --seconds "$secs" --load-state "$out/$name.mgba.state" --json "$j" ;;
+        pyboy) python3 "$root/scripts/bench_pyboy.py" --rom "$rom" --envs "$envs" --cores 1 \
+                 --steps "${pyboy_steps[$i]:-20}" --warmup-steps 2 --frames-per-step "$fps" \
+                 --actions random --seed "$seed" --release-after-frames "$release" \
+                 --schedule "$out/schedule.json" --skip-boot --gbx-run "$gbx" --json "$j"
+               pyboy_steps[$i]=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print(max(3, round(float(sys.argv[2]) * r["total_sps"] / r["num_envs"])))' "$j" "$secs") ;;
+        *) log "bench-games: unknown column $col"; continue ;;
+      esac >/dev/null 2>>"$out/log.txt" || log "bench-games: $col failed on $name (round $r)"
+    done
+    i=$((i + 1))
+  done
+  log "round $r/$rounds done ($(date -u +%TZ), load $(cut -d' ' -f1 /proc/loadavg))"
+done
+log "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# Debian's python has matplotlib (python3-matplotlib) for the plot.
+py=python3
+[ -x /usr/bin/python3 ] && py=/usr/bin/python3
+"$py" "$root/scripts/bench_games_report.py" "$out" --rounds "$rounds" $columns | tee -a "$out/log.txt"
+echo "sweeps, states, summary.json, games.png: $out"
+

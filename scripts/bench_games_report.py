@@ -1,0 +1,161 @@
+#!/usr/bin/python3
+"""Summary of a scripts/bench-games.sh run folder: table, ratios per round, summary.json, plot.
+
+    scripts/bench_games_report.py artifacts/bench-games/<utc> --rounds 3 interp spec mgba pyboy
+
+Reads <game>_<column>_r<round>.json (gbx-run bench / bench_pyboy.py sweeps, one env count
+each) and <game>_spec-cold.json. Rates are per core (frames/s over the threads or processes
+used). A ratio is taken round by round (both arms of one round ran minutes apart at most) and
+summarised as the median over rounds with its min-max. Goals (issue 23, one thread, min over
+the games of the median): interpreter >= 4x PyBoy, specialized >= 10x PyBoy.
+"""
+import argparse
+import glob
+import json
+import os
+import statistics
+import sys
+
+GOALS = {("interp", "pyboy"): 4.0, ("spec", "pyboy"): 10.0}
+RATIOS = [("interp", "pyboy"), ("spec", "pyboy"), ("spec", "interp"), ("interp", "mgba"),
+          ("spec", "mgba"), ("mgba", "pyboy")]
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            s = json.load(f)
+        r = s["results"][0]
+        threads = max(1, int(r.get("threads") or 1))
+        return {"frames_per_sec_per_core": r["frames_per_sec"] / threads,
+                "env_steps_per_sec_per_core": r["total_sps"] / threads,
+                "seconds": r["seconds"], "steps": r["steps"], "envs": r["num_envs"],
+                "tier_up_seconds": r.get("tier_up_seconds", 0.0),
+                "tier_up_steps": r.get("tier_up_steps", 0),
+                "system": s.get("system", {}), "config": s.get("config", {})}
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def spread(values):
+    if not values:
+        return None
+    return {"median": statistics.median(values), "min": min(values), "max": max(values),
+            "n": len(values)}
+
+
+def fmt(sp, unit=""):
+    if not sp:
+        return "-"
+    return f"{sp['median']:.2f}{unit} [{sp['min']:.2f}-{sp['max']:.2f}]"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("folder")
+    ap.add_argument("--rounds", type=int, required=True)
+    ap.add_argument("columns", nargs="+")
+    a = ap.parse_args()
+    games = sorted({os.path.basename(p)[: -len(f"_{c}_r1.json")]
+                    for c in a.columns
+                    for p in glob.glob(os.path.join(a.folder, f"*_{c}_r1.json"))})
+    summary = {"folder": a.folder, "rounds": a.rounds, "columns": a.columns, "games": {}}
+    for g in games:
+        per_round = {c: [load(os.path.join(a.folder, f"{g}_{c}_r{r}.json"))
+                         for r in range(1, a.rounds + 1)] for c in a.columns}
+        cold = load(os.path.join(a.folder, f"{g}_spec-cold.json"))
+        entry = {"columns": {}, "ratios": {}}
+        for c, runs in per_round.items():
+            ok = [x for x in runs if x]
+            entry["columns"][c] = {
+                "frames_per_sec_per_core": spread([x["frames_per_sec_per_core"] for x in ok]),
+                "env_steps_per_sec_per_core": spread([x["env_steps_per_sec_per_core"] for x in ok]),
+                "per_round_frames_per_sec": [x and x["frames_per_sec_per_core"] for x in runs],
+            }
+            if c == "spec":
+                entry["columns"][c]["tier_up_seconds_cached"] = spread(
+                    [x["tier_up_seconds"] for x in ok])
+                entry["columns"][c]["tier_up_steps"] = ok[0]["tier_up_steps"] if ok else None
+                entry["columns"][c]["tier_up_seconds_cold"] = cold and cold["tier_up_seconds"]
+        for num, den in RATIOS:
+            if num not in per_round or den not in per_round:
+                continue
+            vals = [n["frames_per_sec_per_core"] / d["frames_per_sec_per_core"]
+                    for n, d in zip(per_round[num], per_round[den]) if n and d]
+            entry["ratios"][f"{num}/{den}"] = spread(vals)
+        summary["games"][g] = entry
+
+    print(f"frames/s per core, median over {a.rounds} interleaved rounds [min-max]; "
+          "env-steps/s = frames/s / frames per step")
+    for g, e in summary["games"].items():
+        print(f"\n{g}")
+        print(f"  {'column':<8}{'frames/s/core':>30}{'env-steps/s/core':>30}")
+        for c in a.columns:
+            col = e["columns"][c]
+            f, s = col["frames_per_sec_per_core"], col["env_steps_per_sec_per_core"]
+            fs = f"{f['median']:.0f} [{f['min']:.0f}-{f['max']:.0f}]" if f else "-"
+            ss = f"{s['median']:.0f} [{s['min']:.0f}-{s['max']:.0f}]" if s else "-"
+            print(f"  {c:<8}{fs:>30}{ss:>30}")
+        if "spec" in e["columns"]:
+            col = e["columns"]["spec"]
+            cold = col.get("tier_up_seconds_cold")
+            print(f"  spec tier-up ({col.get('tier_up_steps')} profiled steps + compile): "
+                  f"cold cache {cold:.2f} s" if cold else "  spec tier-up: cold not measured",
+                  end="")
+            print(f"; in the rounds (the kernel cache's, compiled in round 1 if absent) "
+                  f"{fmt(col.get('tier_up_seconds_cached'), ' s')}")
+        for k, v in e["ratios"].items():
+            print(f"  {k:<14}{fmt(v, 'x')}")
+
+    summary["goals"] = {}
+    if summary["games"]:
+        print("\ngoals (one thread, min over the games of the per-game median ratio):")
+        for (num, den), goal in GOALS.items():
+            key = f"{num}/{den}"
+            vals = {g: e["ratios"][key]["median"] for g, e in summary["games"].items()
+                    if e["ratios"].get(key)}
+            if not vals:
+                continue
+            worst = min(vals, key=vals.get)
+            met = vals[worst] >= goal
+            summary["goals"][key] = {"goal": goal, "min": vals[worst], "game": worst, "met": met}
+            print(f"  {key:<14} >= {goal:.0f}x: min {vals[worst]:.2f}x ({worst}) "
+                  f"{'MET' if met else 'MISSED'}")
+    with open(os.path.join(a.folder, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+        f.write("\n")
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no matplotlib: no plot", file=sys.stderr)
+        return 0
+    fig, ax = plt.subplots(figsize=(9, 5))
+    width = 0.8 / max(1, len(a.columns))
+    for k, c in enumerate(a.columns):
+        xs, ys, lo, hi = [], [], [], []
+        for i, (g, e) in enumerate(summary["games"].items()):
+            f = e["columns"][c]["frames_per_sec_per_core"]
+            if not f:
+                continue
+            xs.append(i + (k - (len(a.columns) - 1) / 2) * width)
+            ys.append(f["median"])
+            lo.append(f["median"] - f["min"])
+            hi.append(f["max"] - f["median"])
+        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=c)
+    ax.set_xticks(range(len(summary["games"])))
+    ax.set_xticklabels(list(summary["games"]))
+    ax.set_yscale("log")
+    ax.set_ylabel("frames/s per core (median, min-max over rounds)")
+    ax.set_title("bench-games: from a mid-game state, random actions, one thread")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(a.folder, "games.png"), dpi=110)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

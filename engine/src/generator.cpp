@@ -181,8 +181,14 @@ class Generator {
                                               " hooks (got " +
                                               std::to_string(params_.hooks.size()) + ")");
     std::string out = "#define GBX_HOOK_COUNT " + std::to_string(params_.hooks.size()) + "u\n";
-    out += "#define GBX_HOOK_CHECK(pc, hits) do {";
+    // A 32-bit filter on the address's low 5 bits first: most fetches pay one shift and test.
+    uint32_t filter = 0;
+    for (const HookAddr& h : params_.hooks) filter |= 1u << (h.addr & 31u);
     char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "#define GBX_HOOK_CHECK(pc, hits) do { if ((0x%08Xu >> ((pc) & 31u)) & 1u) {",
+                  filter);
+    out += buf;
     for (size_t i = 0; i < params_.hooks.size(); ++i) {
       const HookAddr& h = params_.hooks[i];
       if (h.bank >= 0)
@@ -193,7 +199,7 @@ class Generator {
         std::snprintf(buf, sizeof buf, " if ((pc) == 0x%04Xu) ++(hits)[%zu];", h.addr, i);
       out += buf;
     }
-    out += " } while (0)\n";
+    out += " } } while (0)\n";
     return out;
   }
 

@@ -257,7 +257,7 @@ DOUBLE_SCRIPT = textwrap.dedent(
             return
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y), err_msg=what)
 
-    same(cu.reset(seed=7), cpu.reset(seed=7), "reset")
+    same(cu.reset(seed=7)[0], cpu.reset(seed=7)[0], "reset")
     rng = np.random.default_rng(3)
     ends = hit = 0
     for t in range(120):

@@ -118,6 +118,20 @@ class Generator {
     // Only fifo kernels define it (and include hw/ppu_fifo.h: PPU_RENDERER below), so a line
     // kernel's source stays what it was.
     if (params_.ppu == PpuModel::Fifo) out += "#define GBX_PPU_FIFO 1\n";
+    if (params_.uses_seen()) {
+      if (params_.seen_capacity < 1 || params_.seen_capacity > kSeenCapacityMax)
+        return make_error(ErrorKind::Usage, "seen_capacity must be 1.." +
+                                                std::to_string(kSeenCapacityMax) + " (got " +
+                                                std::to_string(params_.seen_capacity) + ")");
+      out += "#define GBX_SEEN_CAPACITY " + std::to_string(params_.seen_capacity) + "u\n";
+      out += "#define GBX_SEEN_SLOTS " + std::to_string(seen_table_slots(params_.seen_capacity)) +
+             "u\n";
+    }
+    if (!params_.hooks.empty()) {
+      auto h = hook_defines();
+      if (!h) return h.take_error();
+      out += h.value();
+    }
     if (params_.specialize) {
       if (params_.run_mode != RunMode::Frames || params_.memory_model != MemoryModel::Dmg)
         return make_error(ErrorKind::Usage,
@@ -159,6 +173,38 @@ class Generator {
 
  private:
   Error err(std::string msg) const { return make_error(ErrorKind::Template, std::move(msg)); }
+
+  // Hooks: GBX_HOOK_COUNT and GBX_HOOK_CHECK(pc, hits), which the interpreter runs at every
+  // instruction fetch (kernel/step.tmpl); specialized blocks count their hooked instructions
+  // with constants (spec_instruction). A banked hook compares the 4000-7FFF window with the
+  // bank's address in the ROM.
+  Result<std::string> hook_defines() const {
+    if (params_.hooks.size() > kMaxHooks)
+      return make_error(ErrorKind::Usage, "at most " + std::to_string(kMaxHooks) +
+                                              " hooks (got " +
+                                              std::to_string(params_.hooks.size()) + ")");
+    std::string out = "#define GBX_HOOK_COUNT " + std::to_string(params_.hooks.size()) + "u\n";
+    // A 32-bit filter on the address's low 5 bits first: most fetches pay one shift and test.
+    uint32_t filter = 0;
+    for (const HookAddr& h : params_.hooks) filter |= 1u << (h.addr & 31u);
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "#define GBX_HOOK_CHECK(pc, hits) do { if ((0x%08Xu >> ((pc) & 31u)) & 1u) {",
+                  filter);
+    out += buf;
+    for (size_t i = 0; i < params_.hooks.size(); ++i) {
+      const HookAddr& h = params_.hooks[i];
+      if (h.bank >= 0)
+        std::snprintf(buf, sizeof buf,
+                      " if ((pc) == 0x%04Xu && bus.romx == p.rom + 0x%Xu) ++(hits)[%zu];", h.addr,
+                      (unsigned)h.bank * 0x4000u, i);
+      else
+        std::snprintf(buf, sizeof buf, " if ((pc) == 0x%04Xu) ++(hits)[%zu];", h.addr, i);
+      out += buf;
+    }
+    out += " } } while (0)\n";
+    return out;
+  }
 
   Status load_operand_kinds() {
     const std::string rel = manifest_.value("operand_kinds", "");
@@ -320,7 +366,14 @@ class Generator {
     char fetch[64];
     std::snprintf(fetch, sizeof fetch, "    spec_fetch(cpu, bus, 0x%04X);\n",
                   (unsigned)((in.addr + 1u) & 0xFFFFu));
-    out += "  {\n" + std::string(fetch);
+    out += "  {\n";
+    // Hooks: counted where the interpreter counts them, before the opcode fetch.
+    for (size_t i = 0; i < params_.hooks.size(); ++i) {
+      const HookAddr& h = params_.hooks[i];
+      if (h.addr == in.addr && (h.bank < 0 || (uint32_t)h.bank == bank))
+        out += "    ++bus.m.hook_hits[" + std::to_string(i) + "];\n";
+    }
+    out += fetch;
     const OpcodeEntry& e = in.cb ? *in.cb : *in.op;
     auto body = expand_body(e);
     if (!body) return body.take_error();
@@ -620,6 +673,9 @@ class Generator {
     view.functions = u.value("functions", std::vector<std::string>());
     view.values = u.value("values", std::vector<std::string>());
     view.tracked = u.value("tracked", std::vector<std::string>());
+    view.literal_calls = u.value("literal_calls", std::vector<std::string>());
+    view.hooks = u.value("hooks", std::vector<std::string>());
+    const int nhooks = (int)params_.hooks.size();
     const std::string rel = u.value("template", std::string());
     auto text = bundle_.file(rel);
     if (!text) return text.take_error();
@@ -630,19 +686,19 @@ class Generator {
     std::map<std::string, std::string> sites;
     for (int i = 0; i < ntrack; ++i) {
       const std::string what = "track[" + std::to_string(i) + "]";
-      auto e = prepare_user_expr(params_.track[i], what, view, ntrack, false);
+      auto e = prepare_user_expr(params_.track[i], what, view, ntrack, false, nhooks);
       if (!e) return e.take_error();
       sites["USER_TRACK"] += "#line 1 \"<" + what + ">\"\n  cur[" + std::to_string(i) +
                              "] = (float)(" + e.value() + ");\n";
     }
     if (!params_.reward_expr.empty()) {
-      auto e = prepare_user_expr(params_.reward_expr, "reward", view, ntrack, true);
+      auto e = prepare_user_expr(params_.reward_expr, "reward", view, ntrack, true, nhooks);
       if (!e) return e.take_error();
       sites["USER_REWARD"] =
           "#line 1 \"<reward>\"\n  p.reward[env] = (float)(" + e.value() + ");\n";
     }
     if (!params_.done_expr.empty()) {
-      auto e = prepare_user_expr(params_.done_expr, "done", view, ntrack, true);
+      auto e = prepare_user_expr(params_.done_expr, "done", view, ntrack, true, nhooks);
       if (!e) return e.take_error();
       sites["USER_DONE"] =
           "#line 1 \"<done>\"\n  if (p.done) p.done[env] = (" + e.value() + ") ? 1 : 0;\n";

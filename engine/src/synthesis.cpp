@@ -1,9 +1,11 @@
 #include "gbx/engine/synthesis.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "gbx/engine/cache.h"
 #include "gbx/engine/specialize.h"
+#include "gbx/engine/user_expr.h"
 
 namespace gbx {
 
@@ -82,6 +84,25 @@ std::optional<PpuModel> parse_ppu_model(std::string_view s) {
   return std::nullopt;
 }
 
+uint32_t seen_table_slots(uint32_t capacity) {
+  const uint64_t want = ((uint64_t)capacity * 4 + 2) / 3;
+  uint32_t slots = 8;
+  while (slots < want) slots <<= 1;
+  return slots;
+}
+
+uint32_t seen_table_bytes(uint32_t capacity) { return 8 + 4 * seen_table_slots(capacity); }
+
+bool SynthParams::uses_seen() const {
+  auto uses = [](const std::string& e) {
+    return expr_names(e, "seen") || expr_names(e, "seen_count");
+  };
+  if (uses(reward_expr) || uses(done_expr)) return true;
+  for (const auto& t : track)
+    if (uses(t)) return true;
+  return false;
+}
+
 std::string SynthParams::canonical() const {
   std::vector<std::string> dbg = debug;
   std::sort(dbg.begin(), dbg.end());
@@ -104,11 +125,24 @@ std::string SynthParams::canonical() const {
     for (const auto& t : track) all += std::to_string(t.size()) + ":" + t;
     out += ";user_exprs=" + sha256_hex(all).substr(0, 16);
   }
+  if (uses_seen()) out += ";seen=" + std::to_string(seen_capacity);
   // Only when set, so the canonical form (and key) of every existing kernel stays the same.
   if (rtc_lock) out += ";rtc_lock=1";
   if (layout != MemLayout::EnvMajor) out += ";layout=" + std::string(to_string(layout));
   if (ppu != PpuModel::Line) out += ";ppu=" + std::string(to_string(ppu));
   if (profile) out += ";profile=1";
+  if (!hooks.empty()) {
+    out += ";hooks=";
+    char buf[32];
+    for (size_t i = 0; i < hooks.size(); ++i) {
+      if (hooks[i].bank >= 0)
+        std::snprintf(buf, sizeof buf, "%s%X:%04X", i ? "," : "", (unsigned)hooks[i].bank,
+                      hooks[i].addr);
+      else
+        std::snprintf(buf, sizeof buf, "%s%04X", i ? "," : "", hooks[i].addr);
+      out += buf;
+    }
+  }
   if (specialize)
     out += ";specialize=" + specialize->rom_sha256.substr(0, 16) + ":" +
            specialize->profile_hash.substr(0, 16);

@@ -14,12 +14,20 @@ name                 value
 ``ram16(addr)``      ``ram(addr) | ram(addr + 1) << 8`` (little-endian)
 ``val(i)``           tracked value ``track[i]`` now (reward/done only)
 ``prev(i)``          ``track[i]`` at the end of the previous step (reward/done only)
+``popcount(lo, hi)`` bits set in the bytes ``lo..hi`` (inclusive, integer literals)
+``sum(lo, hi)``      sum of the bytes ``lo..hi`` (inclusive, integer literals)
+``bcd(addr, n)``     ``n`` (1..8) bytes of big-endian packed BCD from ``addr``
+``seen(key)``        1 the first time this episode ``key`` is produced, else 0
+                     (``seen_capacity=`` keys, exact; see docs/rewards.md)
+``seen_count()``     keys in this episode's set
+``hit(i)``           fetches at ``hooks[i]`` during this step (``hooks=[...]``)
 ===================  ===========================================================
 
 Operators: ``+ - * / & | ^ ~ ! << >> < > <= >= == != && || ?:`` and parentheses; integer
 (decimal, ``0x`` hex) and float literals. ``/`` always divides as float, so a division by
 zero gives inf instead of killing the process; ``%`` is refused (use ``&`` with a power of
-two). Nothing else is accepted: no assignment, ``++``, commas, braces, brackets, strings,
+two). Nothing else is accepted: no assignment, ``++``, commas (except between the literal
+arguments of popcount, sum and bcd), braces, brackets, strings,
 comments, or names outside the table. Each expression is checked before any C++ is
 generated, and compiler errors name the expression and its own line (``<reward>:1:...``).
 

@@ -36,6 +36,45 @@ class RomWarning(UserWarning):
     """A ROM that runs but is not what its header says (e.g. a wrong header checksum)."""
 
 
+def parse_hooks(hooks) -> list[tuple[int, int]]:
+    """``hooks=[...]`` entries as (bank, address) pairs, bank -1 for any: an int address,
+    ``"bank:addr"`` (both hexadecimal, e.g. ``"3:4A10"``; a ``0x`` prefix is allowed), a plain
+    hexadecimal string, or a ``(bank, addr)`` tuple. Ranges are checked by the backend."""
+    if isinstance(hooks, (str, bytes, int)):
+        raise ValueError(f"hooks must be a list of addresses (got {hooks!r})")
+    out = []
+    for i, h in enumerate(hooks):
+        bank, addr = -1, None
+        try:
+            if isinstance(h, (int, np.integer)) and not isinstance(h, bool):
+                addr = int(h)
+            elif isinstance(h, str):
+                parts = h.strip().split(":")
+                if len(parts) > 2:
+                    raise ValueError
+                if len(parts) == 2:
+                    bank = int(parts[0], 16)
+                addr = int(parts[-1], 16)
+            elif isinstance(h, tuple) and len(h) == 2 and all(
+                    isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in h):
+                bank, addr = int(h[0]), int(h[1])
+            else:
+                raise ValueError
+        except ValueError:
+            raise ValueError(
+                f"hooks[{i}] = {h!r}: an address is an int, 'addr' or 'bank:addr' (hex), "
+                f"or a (bank, addr) tuple"
+            ) from None
+        if not 0 <= addr <= 0xFFFF:
+            raise ValueError(f"hooks[{i}] = {h!r}: address {addr:#x} is outside 0x0000-0xFFFF")
+        if bank < -1 or (isinstance(h, str) and bank < 0 and ":" in h) or bank > 0x1FF:
+            raise ValueError(f"hooks[{i}] = {h!r}: bank {bank} is not a ROM bank (0-0x1FF)")
+        out.append((bank, addr))
+    if len(out) > _native.MAX_HOOKS:
+        raise ValueError(f"at most {_native.MAX_HOOKS} hooks (got {len(out)})")
+    return out
+
+
 class VecEnv(gym.vector.VectorEnv):
     """``num_envs`` Game Boys running ``rom``, stepped together by one synthesized kernel.
 
@@ -56,9 +95,15 @@ class VecEnv(gym.vector.VectorEnv):
     - ``pixel_values``: ``"shades"`` (default: 0 white .. 3 black, what the kernel writes) or
       ``"luminance"`` (PyBoy's greys: 255 white, 153, 85, 0 black; full and half only).
     - ``reward`` / ``done`` / ``track``: C++ expressions compiled into the kernel, see
-      :mod:`gbx.expressions`. Without ``reward`` the reward is 0; ``reward="v0"`` is the
+      :mod:`gbx.expressions` (builtins popcount, sum, bcd, seen, seen_count, hit: docs/rewards.md).
+      Without ``reward`` the reward is 0; ``reward="v0"`` is the
       stage's reward_v0 (a register/RAM mix for stage tests). Without ``done`` episodes end
       only by ``max_episode_frames``.
+    - ``seen_capacity``: keys the per-env ``seen(key)`` set holds exactly (1..65536, default
+      4096; it exists only when an expression uses seen/seen_count): docs/rewards.md.
+    - ``hooks``: addresses (``0x1234``, ``"bank:addr"`` hex, or ``(bank, addr)``) whose
+      instruction fetches are counted per env and step: ``info["hits"]`` uint32
+      (num_envs, len(hooks)) and ``hit(i)`` in expressions (docs/rewards.md).
     - ``max_episode_frames``: an episode is truncated once it has run this many frames.
     - ``noop_max``: after every reset an env runs a random number of no-op frames in
       [0, noop_max], drawn from ``seed`` (the machine is deterministic; this is what makes
@@ -127,6 +172,8 @@ class VecEnv(gym.vector.VectorEnv):
         pixel_values: str = "shades",
         reset_states: Sequence[bytes] | None = None,
         ppu: str = "line",
+        seen_capacity: int = 4096,
+        hooks: Sequence[int | str | tuple[int, int]] = (),
     ):
         if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool):
             raise ValueError(f"num_envs must be an int, got {type(num_envs).__name__}")
@@ -153,6 +200,13 @@ class VecEnv(gym.vector.VectorEnv):
         for name, expr in (("reward", reward), ("done", done)):
             if expr is not None and (not isinstance(expr, str) or not expr.strip()):
                 raise ValueError(f"{name} must be a non-empty C++ expression string or None")
+        if (isinstance(seen_capacity, bool) or not isinstance(seen_capacity, (int, np.integer))
+                or not 1 <= seen_capacity <= _native.SEEN_CAPACITY_MAX):
+            raise ValueError(
+                f"seen_capacity must be an int in 1..{_native.SEEN_CAPACITY_MAX} "
+                f"(got {seen_capacity!r})"
+            )
+        self.hooks = parse_hooks(hooks)
         # No reward: 0 (the kernel's reward_v0 is a stage test, not a reward; only "v0" asks
         # for it). The expression "v0" is not valid C++ over the machine, so the name is free.
         self._reward_kind = "zero" if reward is None else "v0" if reward == "v0" else "expr"
@@ -184,6 +238,8 @@ class VecEnv(gym.vector.VectorEnv):
             tiered_start=bool(tiered_start),
             specialize=str(specialize),
             ppu=str(ppu),
+            seen_capacity=int(seen_capacity),
+            hooks=self.hooks,
         )
         for w in self._native.rom_warnings:  # a wrong header checksum: the env runs, not silently
             warnings.warn(f"ROM {self._native.rom_name}: {w}", RomWarning, stacklevel=2)
@@ -306,6 +362,10 @@ class VecEnv(gym.vector.VectorEnv):
                 "l": np.where(ended, self._ep_steps, 0).astype(np.int32),
             }
             info["_episode"] = ended.copy()
+        if self.hooks:
+            # Per env, instruction fetches at each hook during this step (0 for envs that
+            # reset: their step was discarded).
+            info["hits"] = np.array(native.output("hits"), copy=True)
         self._needs_reset = ended
         obs = self._obs.observe(fresh=resetting, stepped=True)
         if self.copy:

@@ -3,6 +3,7 @@
 // Gymnasium API, action codecs and episode bookkeeping are plain Python (python/gbx/).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -86,7 +87,8 @@ class Native {
          const std::string& stage, const std::string& reward, const std::string& done,
          const std::vector<std::string>& track, const std::string& obs_kind,
          const std::string& obs_format, const std::vector<int>& gather, bool render,
-         bool tiered_start, const std::string& specialize, const std::string& ppu) {
+         bool tiered_start, const std::string& specialize, const std::string& ppu,
+         int64_t seen_capacity, const std::vector<std::pair<int64_t, int64_t>>& hooks) {
     if (rom_bytes.size() > 0) {
       const auto* p = static_cast<const uint8_t*>(rom_bytes.data());
       rom_ = unwrap(gbx::rom_from_bytes(rom_spec.empty() ? "bytes" : rom_spec,
@@ -106,6 +108,18 @@ class Native {
     cfg.reward_expr = reward;
     cfg.done_expr = done;
     cfg.track = track;
+    if (seen_capacity < 1 || seen_capacity > (int64_t)gbx::kSeenCapacityMax)
+      throw nb::value_error(("seen_capacity must be 1.." + std::to_string(gbx::kSeenCapacityMax) +
+                             " (got " + std::to_string(seen_capacity) + ")")
+                                .c_str());
+    cfg.seen_capacity = (uint32_t)seen_capacity;
+    for (const auto& [bank, addr] : hooks) {
+      if (addr < 0 || addr > 0xFFFF || bank < -1 || bank > 0xFFFF)
+        throw nb::value_error(("hook bank:address " + std::to_string(bank) + ":" +
+                               std::to_string(addr) + " is outside 0x0000-0xFFFF")
+                                  .c_str());
+      cfg.hooks.push_back({(int32_t)bank, (uint16_t)addr});
+    }
     cfg.tiered_start = tiered_start;
     const auto model = gbx::parse_ppu_model(ppu);
     if (!model) throw nb::value_error(("unknown ppu '" + ppu + "' (line, fifo)").c_str());
@@ -320,7 +334,9 @@ class Native {
     if (!s) throw nb::value_error(("this env has no '" + name + "' output").c_str());
     std::vector<size_t> shape{(size_t)n_};
     for (int d : s->shape) shape.push_back((size_t)d);
-    const nb::dlpack::dtype dt = s->dtype == "f32" ? nb::dtype<float>() : nb::dtype<uint8_t>();
+    const nb::dlpack::dtype dt = s->dtype == "f32"   ? nb::dtype<float>()
+                                 : s->dtype == "u32" ? nb::dtype<uint32_t>()
+                                                     : nb::dtype<uint8_t>();
     return nb::ndarray<nb::numpy>(const_cast<uint8_t*>(block_) + s->offset, shape.size(),
                                   shape.data(), nb::find(this), nullptr, dt);
   }
@@ -643,19 +659,23 @@ NB_MODULE(_native, m) {
   m.def("template_root", []() { return gbx::TemplateBundle::default_root().string(); });
   m.attr("ABI_VERSION") = GBX_ABI_VERSION;
   m.attr("USER_TRACK_MAX") = GBX_USER_TRACK_MAX;
+  m.attr("SEEN_CAPACITY_MAX") = gbx::kSeenCapacityMax;
+  m.attr("MAX_HOOKS") = gbx::kMaxHooks;
 
   nb::class_<Native>(m, "Backend")
       .def(nb::init<const std::string&, nb::bytes, const std::string&, int, int, int, int, int,
                     const std::string&, const std::string&, const std::string&,
                     const std::vector<std::string>&, const std::string&, const std::string&,
                     const std::vector<int>&, bool, bool, const std::string&,
-                    const std::string&>(),
+                    const std::string&, int64_t,
+                    const std::vector<std::pair<int64_t, int64_t>>&>(),
            "rom"_a, "rom_bytes"_a = nb::bytes(""), "backend"_a = "cpu", "num_envs"_a = 1,
            "frames_per_step"_a = 1, "release_after_frames"_a = -1, "threads"_a = 0,
            "device_index"_a = 0, "stage"_a = "full_step", "reward"_a = "", "done"_a = "",
            "track"_a = std::vector<std::string>(), "obs"_a = "vec", "obs_format"_a = "full",
            "gather"_a = std::vector<int>(), "render"_a = false, "tiered_start"_a = false,
-           "specialize"_a = "off", "ppu"_a = "line")
+           "specialize"_a = "off", "ppu"_a = "line", "seen_capacity"_a = 4096,
+           "hooks"_a = std::vector<std::pair<int64_t, int64_t>>())
       .def("reset", &Native::reset, "seed"_a = 0)
       .def("reset_envs", &Native::reset_envs, "mask"_a, "gather"_a = true)
       .def("step", &Native::step, "actions"_a, "gather"_a = true)

@@ -24,8 +24,9 @@ double thread_cpu_ms() {
 Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const BackendConfig& cfg) {
   const int obs_dim = 32;
   std::vector<OutputSection> one_env;
+  const uint32_t seen_bytes = synth_params_for(cfg, Device::Cpu, obs_dim).seen_bytes();
   if (auto st = check_env_count(cfg.num_envs, cfg.memory_model, rom.header.ram_size,
-                                output_layout(cfg, 1, one_env));
+                                output_layout(cfg, 1, one_env), seen_bytes);
       !st)
     return st.take_error();
   if (cfg.frames_per_step < 1) return make_error(ErrorKind::Usage, "--frames must be at least 1");
@@ -65,7 +66,8 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const Bac
                       "templates/manifest.json names no read_memory entry point");
   b->kernel_load_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   b->kernel_load_cpu_ms_ = thread_cpu_ms() - cpu0;
-  b->state_ = EnvState(cfg.num_envs, cfg.memory_model, &b->rom_, cfg.layout);
+  b->seen_bytes_ = seen_bytes;
+  b->state_ = EnvState(cfg.num_envs, cfg.memory_model, &b->rom_, cfg.layout, seen_bytes);
   b->state_.set_memory_reader(b->read_memory_);
   b->out_.assign(output_layout(cfg, cfg.num_envs, b->sections_), 0);
   b->spec_retired_.assign((size_t)cfg.num_envs, 0);
@@ -75,7 +77,7 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const Bac
 }
 
 EnvState CpuBackend::power_on_image() const {
-  EnvState image(1, cfg_.memory_model, &rom_);
+  EnvState image(1, cfg_.memory_model, &rom_, MemLayout::EnvMajor, seen_bytes_);
   if (cfg_.memory_model == MemoryModel::Flat64k)
     image.reset_zero();
   else
@@ -113,13 +115,15 @@ Status CpuBackend::set_reset_state(const std::vector<std::vector<uint8_t>>& blob
   if (blobs.size() != 1 && (int)blobs.size() != n)
     return make_error(ErrorKind::Usage, "set_reset_state takes 0, 1 or " + std::to_string(n) +
                                             " blobs, got " + std::to_string(blobs.size()));
-  EnvState image((int)blobs.size(), cfg_.memory_model, &rom_);
-  for (size_t i = 0; i < blobs.size(); ++i)
+  EnvState image((int)blobs.size(), cfg_.memory_model, &rom_, MemLayout::EnvMajor, seen_bytes_);
+  for (size_t i = 0; i < blobs.size(); ++i) {
     if (Status st = decode_env_state(blobs[i], image, (int)i); !st) {
       if (blobs.size() == 1) return st;
       return make_error(ErrorKind::Input,
                         "reset state " + std::to_string(i) + ": " + st.error().message);
     }
+    image.clear_seen((int)i);  // a reset starts an episode: an empty seen() set
+  }
   reset_image_ = std::move(image);
   return ok_status();
 }
@@ -230,6 +234,7 @@ Status CpuBackend::run(const std::vector<int32_t>& actions, int frames, const in
   p.gather_count = (int)cfg_.gather_addrs.size();
   p.profile_counts = profile_counts_.empty() ? nullptr : profile_counts_.data();
   p.spec_retired = spec_retired_.data();
+  p.hits = reinterpret_cast<unsigned int*>(section("hits"));
   const CpuStepFn fn = kernel_.step;
   // The pool hands out env ranges (each thread keeps the same envs from step to step, the
   // tail is shared by stealing); the kernel itself skips envs whose env_frames is < 0.

@@ -140,7 +140,10 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
   if (cfg.frames_per_step < 1) return make_error(ErrorKind::Usage, "--frames must be at least 1");
   if (Status st = check_specialize(rom, cfg); !st) return st.take_error();
   // Reset states (set_reset_state) are decoded in a host EnvState of the same size.
-  if (Status st = check_env_count(cfg.num_envs, cfg.memory_model, rom.header.ram_size); !st)
+  const uint32_t seen_bytes = synth_params_for(cfg, Device::Cuda, kObsDim).seen_bytes();
+  if (Status st =
+          check_env_count(cfg.num_envs, cfg.memory_model, rom.header.ram_size, 0, seen_bytes);
+      !st)
     return st.take_error();
 
   std::unique_ptr<CudaBackend> b(new CudaBackend());
@@ -197,7 +200,9 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
   if (!stream) return stream.take_error();
   b->stream_ = std::move(*stream);
 
-  b->layout_ = make_layout(cfg.num_envs, cfg.memory_model, rom.header.ram_size, cfg.layout);
+  b->seen_bytes_ = seen_bytes;
+  b->layout_ =
+      make_layout(cfg.num_envs, cfg.memory_model, rom.header.ram_size, cfg.layout, seen_bytes);
   const bool interleaved = cfg.layout == MemLayout::Interleaved;
   const size_t n = (size_t)cfg.num_envs;
   struct Alloc {
@@ -234,7 +239,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const Rom& rom, const B
   }
   if (Status st = b->spec_retired_buf_.fill(0, b->stream_.get()); !st) return st.take_error();
   b->layout_.bind(b->soa_, b->soa_buf_.ptr());
-  b->probe_ = EnvState(1, cfg.memory_model, &b->rom_);
+  b->probe_ = EnvState(1, cfg.memory_model, &b->rom_, MemLayout::EnvMajor, seen_bytes);
   b->probe_.layout().bind(b->stage_soa_, b->stage_soa_buf_.ptr());
   // The shared ROM: one read-only copy for every env, uploaded once.
   if (Status st = b->rom_buf_.upload(rom.bytes.data(), rom.bytes.size(), 0, b->stream_.get()); !st)
@@ -297,6 +302,7 @@ GbxParams CudaBackend::params(const int* actions, int num_envs) const {
   p.gather = reinterpret_cast<unsigned char*>(section("gather"));
   p.gather_addrs =
       gather_addrs_buf_.size() ? gather_addrs_buf_.as<const unsigned short>() : nullptr;
+  p.hits = reinterpret_cast<unsigned int*>(section("hits"));
   p.gather_count = (int)cfg_.gather_addrs.size();
   p.profile_counts = profiling_ ? profile_buf_.as<unsigned>() : nullptr;
   p.spec_retired = spec_retired_buf_.as<long long>();
@@ -492,7 +498,8 @@ Status CudaBackend::set_reset_state(const std::vector<std::vector<uint8_t>>& blo
     return make_error(ErrorKind::Usage, "set_reset_state takes 0, 1 or " + std::to_string(n) +
                                             " blobs, got " + std::to_string(blobs.size()));
   // Every blob is decoded (and so checked) on the host before anything reaches the device.
-  EnvState image(std::max<int>(1, (int)blobs.size()), cfg_.memory_model, &rom_);
+  EnvState image(std::max<int>(1, (int)blobs.size()), cfg_.memory_model, &rom_,
+                 MemLayout::EnvMajor, seen_bytes_);
   if (blobs.empty()) {
     if (cfg_.memory_model == MemoryModel::Flat64k)
       image.reset_zero();
@@ -500,12 +507,14 @@ Status CudaBackend::set_reset_state(const std::vector<std::vector<uint8_t>>& blo
       image.reset_dmg();
     if (battery_) image.set_battery(*battery_);
   }
-  for (size_t i = 0; i < blobs.size(); ++i)
+  for (size_t i = 0; i < blobs.size(); ++i) {
     if (Status st = decode_env_state(blobs[i], image, (int)i); !st) {
       if (blobs.size() == 1) return st;
       return make_error(ErrorKind::Input,
                         "reset state " + std::to_string(i) + ": " + st.error().message);
     }
+    image.clear_seen((int)i);  // a reset starts an episode: an empty seen() set
+  }
   if (Status st = ctx_->make_current(); !st) return st;
   return upload_reset_image(image);
 }

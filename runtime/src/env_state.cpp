@@ -88,7 +88,8 @@ std::string human_bytes(double b) {
 
 }  // namespace
 
-StateLayout make_layout(int num_envs, MemoryModel mm, uint32_t cart_ram_size, MemLayout layout) {
+StateLayout make_layout(int num_envs, MemoryModel mm, uint32_t cart_ram_size, MemLayout layout,
+                        uint32_t seen_bytes) {
   StateLayout l;
   l.num_envs = num_envs;
   size_t off = 0;
@@ -96,8 +97,11 @@ StateLayout make_layout(int num_envs, MemoryModel mm, uint32_t cart_ram_size, Me
   GBX_STATE_FIELDS(GBX_ADD_FIELD)
 #undef GBX_ADD_FIELD
   l.soa_bytes = off;
-  l.mem_stride = mm == MemoryModel::Flat64k ? GBX_MEM_FLAT_SIZE
-                                            : (uint32_t)align64(GBX_MEM_FIXED_SIZE + cart_ram_size);
+  l.seen_offset = mm == MemoryModel::Flat64k
+                      ? GBX_MEM_FLAT_SIZE
+                      : (uint32_t)align64(GBX_MEM_FIXED_SIZE + cart_ram_size);
+  l.seen_bytes = seen_bytes;
+  l.mem_stride = seen_bytes ? (uint32_t)align64((size_t)l.seen_offset + seen_bytes) : l.seen_offset;
   l.mem_layout = layout;
   if (layout == MemLayout::Interleaved) {
     l.mem_pitch = GBX_MEM_PITCH(num_envs);
@@ -118,12 +122,12 @@ void StateLayout::bind(GbxState& s, uint64_t base) const {
 }
 
 Status check_env_count(int num_envs, MemoryModel mm, uint32_t cart_ram_size,
-                       size_t extra_bytes_per_env) {
+                       size_t extra_bytes_per_env, uint32_t seen_bytes) {
   if (num_envs < 1)
     return make_error(ErrorKind::Usage,
                       "--envs must be at least 1 (got " + std::to_string(num_envs) + ")");
   // Layout arithmetic for one env times the count, so huge counts cannot overflow.
-  const StateLayout one = make_layout(1, mm, cart_ram_size);
+  const StateLayout one = make_layout(1, mm, cart_ram_size, MemLayout::EnvMajor, seen_bytes);
   const double need =
       (double)(one.soa_bytes + one.mem_bytes + extra_bytes_per_env) * (double)num_envs;
   const double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
@@ -134,8 +138,9 @@ Status check_env_count(int num_envs, MemoryModel mm, uint32_t cart_ram_size,
   return ok_status();
 }
 
-EnvState::EnvState(int num_envs, MemoryModel mm, const Rom* rom, MemLayout layout)
-    : layout_(make_layout(num_envs, mm, rom ? rom->header.ram_size : 0, layout)),
+EnvState::EnvState(int num_envs, MemoryModel mm, const Rom* rom, MemLayout layout,
+                   uint32_t seen_bytes)
+    : layout_(make_layout(num_envs, mm, rom ? rom->header.ram_size : 0, layout, seen_bytes)),
       mm_(mm),
       rom_(rom) {
   block_.assign(layout_.soa_bytes, 0);
@@ -167,6 +172,16 @@ BatterySave EnvState::battery(int env) const {
   std::memcpy(b.rtc_live, soa_.rtc_regs + (size_t)env * GBX_RTC_BYTES, 5);
   std::memcpy(b.rtc_latched, soa_.rtc_regs + (size_t)env * GBX_RTC_BYTES + 5, 5);
   return b;
+}
+
+void EnvState::clear_seen(int env) {
+  if (!layout_.seen_bytes) return;
+  if (layout_.mem_layout == MemLayout::EnvMajor) {
+    std::memset(mem_.data() + layout_.mem_offset(env, layout_.seen_offset), 0,
+                layout_.mem_stride - layout_.seen_offset);
+    return;
+  }
+  for (uint32_t i = layout_.seen_offset; i < layout_.mem_stride; ++i) mem_at(env, i) = 0;
 }
 
 void EnvState::reset_zero() {

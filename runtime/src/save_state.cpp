@@ -18,6 +18,8 @@ namespace {
 
 constexpr char kMagic[4] = {'G', 'B', 'X', 'S'};
 constexpr const char* kMemRecord = "mem";
+// Kernels using seen(): the env's key set (StateLayout::seen_bytes), after "mem" (version 2).
+constexpr const char* kSeenRecord = "seen";
 
 Error bad(std::string message) { return make_error(ErrorKind::Input, std::move(message)); }
 
@@ -159,7 +161,7 @@ Result<SaveStateBlob> read_save_state(const std::vector<uint8_t>& blob, const Ro
   const uint8_t* digest = nullptr;
   (void)(hdr.le(&version, 4) && hdr.le(&abi, 4) && hdr.take(32, &digest) && hdr.le(&model, 1) &&
          hdr.le(&pkind, 1) && hdr.le(&reserved, 2) && hdr.le(&payload, 8));
-  if (version != kSaveStateVersion)
+  if (version < kSaveStateVersionMin || version > kSaveStateVersion)
     return bad("save state format version " + std::to_string(version) +
                " is not supported (this build reads version " + std::to_string(kSaveStateVersion) +
                ")");
@@ -217,7 +219,16 @@ std::vector<uint8_t> encode_env_state(const EnvState& state, int env) {
     const uint8_t* p = bases[i] + (size_t)env * table[i].size;
     records.push_back({table[i].name, std::vector<uint8_t>(p, p + table[i].size)});
   }
-  records.push_back({kMemRecord, state.env_mem(env)});
+  std::vector<uint8_t> mem = state.env_mem(env);
+  const StateLayout& l = state.layout();
+  if (l.seen_bytes) {
+    records.push_back({kMemRecord, std::vector<uint8_t>(mem.begin(), mem.begin() + l.seen_offset)});
+    records.push_back({kSeenRecord,
+                       std::vector<uint8_t>(mem.begin() + l.seen_offset,
+                                            mem.begin() + l.seen_offset + l.seen_bytes)});
+  } else {
+    records.push_back({kMemRecord, std::move(mem)});
+  }
   return write_save_state(rom_of(state), state.memory_model(), SaveStateKind::Kernel, records);
 }
 
@@ -226,24 +237,39 @@ Status decode_env_state(const std::vector<uint8_t>& blob, EnvState& state, int e
   if (!parsed) return parsed.take_error();
   const auto& recs = parsed->records;
   const auto& table = field_table();
-  if (recs.size() != table.size() + 1)
+  // Fields, "mem", and "seen" when the writer's kernel used seen().
+  if (recs.size() != table.size() + 1 && recs.size() != table.size() + 2)
     return bad("save state has " + std::to_string(recs.size()) +
                " records, this build's state has " + std::to_string(table.size()) +
-               " fields + memory");
+               " fields + memory (+ the seen() set)");
   for (size_t i = 0; i < table.size(); ++i)
     if (recs[i].name != table[i].name || recs[i].bytes.size() != table[i].size)
       return bad("save state field " + std::to_string(i) + " is '" + recs[i].name + "' (" +
                  std::to_string(recs[i].bytes.size()) + " bytes), this build has '" +
                  table[i].name + "' (" + std::to_string(table[i].size) + " bytes)");
-  const SaveStateRecord& mem = recs.back();
-  if (mem.name != kMemRecord || mem.bytes.size() != state.layout().mem_stride)
+  const StateLayout& l = state.layout();
+  const SaveStateRecord& mem = recs[table.size()];
+  if (mem.name != kMemRecord || mem.bytes.size() != l.seen_offset)
     return bad("save state memory record is '" + mem.name + "' (" +
                std::to_string(mem.bytes.size()) + " bytes), this build has '" + kMemRecord + "' (" +
-               std::to_string(state.layout().mem_stride) + " bytes per env)");
+               std::to_string(l.seen_offset) + " bytes per env)");
+  const SaveStateRecord* seen = recs.size() == table.size() + 2 ? &recs.back() : nullptr;
+  if (seen && seen->name != kSeenRecord)
+    return bad("save state record " + std::to_string(recs.size() - 1) + " is '" + seen->name +
+               "', this build expects '" + kSeenRecord + "' there");
+  // A set is restored into a kernel with the same capacity; a state without one (or one from a
+  // kernel without seen()) starts an empty set; a set loaded where no expression uses seen()
+  // has nowhere to go and is dropped.
+  if (seen && l.seen_bytes && seen->bytes.size() != l.seen_bytes)
+    return bad("save state's seen() set has " + std::to_string(seen->bytes.size()) +
+               " bytes, this kernel's (seen_capacity) has " + std::to_string(l.seen_bytes));
   const auto bases = field_bases(state.soa());
   for (size_t i = 0; i < table.size(); ++i)
     std::memcpy(bases[i] + (size_t)env * table[i].size, recs[i].bytes.data(), table[i].size);
   state.write_env_mem(env, 0, mem.bytes.data(), mem.bytes.size());
+  state.clear_seen(env);
+  if (seen && l.seen_bytes)
+    state.write_env_mem(env, l.seen_offset, seen->bytes.data(), seen->bytes.size());
   return ok_status();
 }
 

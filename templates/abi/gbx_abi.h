@@ -9,7 +9,8 @@
 // and v8 put env_frames in the reserved joyp_select slot (launch parameters); v9 widened
 // apu_length to GBX_APU_WORDS halfwords per env (CH1 sweep and frame-sequencer state), v10 to
 // 16 (CH3 frequency and position), and v11 added lcd_fifo (the pixel FIFO's state), a record
-// older states lack, so older states do not load.
+// older states lack, so older states do not load; v11 also added GbxParams::hits (hooks; a
+// launch parameter).
 #define GBX_ABI_STATE_COMPAT_MIN 11
 
 // Per-env writable memory (memory model dmg): only the regions a cartridge cannot supply.
@@ -19,6 +20,9 @@
 #define GBX_MEM_IO 0x4100u    // 0xFF00-0xFFFF: I/O, HRAM, IE
 #define GBX_MEM_CART_RAM 0x4200u
 #define GBX_MEM_FIXED_SIZE 0x4200u
+// Kernels whose expressions use seen() keep each env's key set in its writable memory after
+// cartridge RAM, at align64(GBX_MEM_FIXED_SIZE + cart RAM size) (flat64k: GBX_MEM_FLAT_SIZE):
+// templates/epilogs/user_expr.tmpl. Other kernels' memory has no such bytes.
 // Memory model flat64k: 64 KiB of plain RAM per env, no I/O.
 #define GBX_MEM_FLAT_SIZE 0x10000u
 // Where byte i of env e's writable memory lives in GbxParams.mem (synthesis parameter layout;
@@ -153,6 +157,9 @@ typedef struct GbxParams {
   // Specialized kernels add, per env, the instructions retired inside specialized blocks (a
   // diagnostic, not machine state: tests prove with it that the blocks ran). Null: not counted.
   long long* spec_retired;
+  // Kernels with hooks (GBX_HOOK_COUNT, SynthParams::hooks): per env, that many u32 counts of
+  // instruction fetches at each hook address during the last step (zeroed at its start).
+  unsigned int* hits;
 } GbxParams;
 
 #endif

@@ -117,6 +117,9 @@ struct Machine {
   // A DMA restarted while one ran: the old one keeps the bus until this many T-cycles after
   // the FF46 write (1-8; 0: no overlap). The write was at dma_start() - 8.
   u8 dma_overlap;
+#ifdef GBX_HOOK_COUNT
+  u32* hook_hits;  // kernels with hooks: this env's GBX_HOOK_COUNT counters (GbxParams::hits)
+#endif
 };
 
 // The one place that knows where byte `off` of this env's writable memory lives (gbx_abi.h

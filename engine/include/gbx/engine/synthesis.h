@@ -1,5 +1,7 @@
 #pragma once
 // Synthesis parameters: every field is part of the kernel's identity (and its cache key).
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +30,24 @@ enum class ObsFormat { Full, Half, Packed };
 // kernel contains only the chosen one.
 enum class PpuModel { Line, Fifo };
 
+// A hook (BackendConfig::hooks): execution reaching `addr` at an instruction fetch is counted
+// per env and step. bank >= 0 (addresses 4000-7FFF only): only while that ROM bank is mapped
+// there; -1: any bank.
+struct HookAddr {
+  int32_t bank = -1;
+  uint16_t addr = 0;
+  bool operator==(const HookAddr& o) const { return bank == o.bank && addr == o.addr; }
+};
+
+// seen(key) (docs/rewards.md): a per-env open-addressing set of 32-bit keys in the env's
+// writable memory after cartridge RAM. Capacity: the keys it holds exactly (1..this).
+constexpr uint32_t kSeenCapacityMax = 65536;
+constexpr size_t kMaxHooks = 64;  // hooks per kernel
+// Table slots for a capacity: the power of two >= capacity * 4 / 3 (load <= 0.75).
+uint32_t seen_table_slots(uint32_t capacity);
+// Bytes per env: 8 (u32 count, u8 key-0 flag, 3 unused) + 4 per slot, little-endian.
+uint32_t seen_table_bytes(uint32_t capacity);
+
 struct SynthParams {
   Stage stage = Stage::FullStep;
   Device device = Device::Cpu;
@@ -47,6 +67,14 @@ struct SynthParams {
   bool has_user_exprs() const {
     return !reward_expr.empty() || !done_expr.empty() || !track.empty();
   }
+  // seen(key) / seen_count(): capacity of the per-env key set. Part of the kernel's identity
+  // (and state layout) only when an expression names seen or seen_count.
+  uint32_t seen_capacity = 0;
+  bool uses_seen() const;
+  // Bytes per env the seen set takes (0 when no expression uses it).
+  uint32_t seen_bytes() const { return uses_seen() ? seen_table_bytes(seen_capacity) : 0; }
+  // Hooks counted per env and step into GbxParams::hits (hit(i) in expressions).
+  std::vector<HookAddr> hooks;
   bool rtc_lock = false;  // cartridge clocks (MBC3 RTC) never advance
   MemLayout layout = MemLayout::EnvMajor;
   PpuModel ppu = PpuModel::Line;

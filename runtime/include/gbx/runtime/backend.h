@@ -54,6 +54,10 @@ struct BackendConfig {
   std::string reward_expr;
   std::string done_expr;
   std::vector<std::string> track;
+  // seen(key) capacity (SynthParams::seen_capacity; used only when an expression names seen).
+  uint32_t seen_capacity = 0;
+  // cpu/cuda: hooks counted per env and step (SynthParams::hooks): the "hits" output, hit(i).
+  std::vector<HookAddr> hooks;
   bool rtc_lock = false;                   // cartridge clocks never advance (synthesis parameter)
   MemLayout layout = MemLayout::EnvMajor;  // per-env memory layout (synthesis parameter)
   PpuModel ppu = PpuModel::Line;           // pixel model: line | fifo (synthesis parameter)
@@ -100,7 +104,8 @@ struct OutputBlock {
 
 // The sections a kernel backend allocates for this configuration, in block order: obs_v0
 // f32[32] (obs vec) or pixels u8[...] (obs pixels), reward f32, done u8, gather u8[k] (when
-// gather addresses are given). Returns the block size in bytes.
+// gather addresses are given), hits u32[hooks] (when hooks are given). Returns the block size in
+// bytes.
 size_t output_layout(const BackendConfig& cfg, int num_envs, std::vector<OutputSection>& out);
 
 // The synthesis parameters a kernel backend compiles for this configuration.
@@ -115,6 +120,8 @@ inline SynthParams synth_params_for(const BackendConfig& cfg, Device device, int
   p.reward_expr = cfg.reward_expr;
   p.done_expr = cfg.done_expr;
   p.track = cfg.track;
+  p.seen_capacity = cfg.seen_capacity;
+  p.hooks = cfg.hooks;
   p.rtc_lock = cfg.rtc_lock;
   p.layout = cfg.layout;
   p.ppu = cfg.ppu;
@@ -125,6 +132,10 @@ inline SynthParams synth_params_for(const BackendConfig& cfg, Device device, int
   p.specialize = cfg.specialize;
   return p;
 }
+
+// Hooks the ROM can reach: addresses 0000-9FFF, A000-FDFF (cartridge RAM, WRAM, echo) and
+// FF80-FFFE (HRAM); a bank only on 4000-7FFF and below the ROM's bank count. One clear error.
+Status check_hooks(const Rom& rom, const std::vector<HookAddr>& hooks);
 
 class Backend {
  public:

@@ -91,6 +91,7 @@ class CpuBackend : public Backend {
   CpuKernel kernel_;
   CpuReadMemoryFn read_memory_ = nullptr;  // the kernel's read_memory entry point
   std::optional<BatterySave> battery_;     // --sav contents, part of every reset image
+  uint32_t seen_bytes_ = 0;  // the seen() set's bytes per env (0: no expression uses it)
   EnvState state_;
   std::vector<uint8_t> out_;  // the output block (output_layout)
   std::vector<OutputSection> sections_;

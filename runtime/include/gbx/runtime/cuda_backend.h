@@ -164,6 +164,7 @@ class CudaBackend : public Backend {
   LaunchShape shape_;
   // One env, host side: the staging copy of reads, saves and loads (EnvState::peek reads it).
   EnvState probe_;
+  uint32_t seen_bytes_ = 0;  // the seen() set's bytes per env (0: no expression uses it)
 
   // ---- ROM specialization (cuda_backend.cpp, "ROM specialization") ------------------------
   // The plan is for this ROM; auto needs dmg, frames and no plan of its own.

@@ -21,6 +21,11 @@ struct StateLayout {
   size_t mem_bytes = 0;
   MemLayout mem_layout = MemLayout::EnvMajor;
   uint32_t mem_pitch = 0;  // interleaved: envs per byte row, padded (GBX_MEM_PITCH)
+  // Kernels using seen() (SynthParams::seen_bytes): the key set's bytes per env at the end of
+  // the per-env memory, from seen_offset (align64 of the machine's own memory: its size when
+  // seen_bytes is 0). The "mem" save-state record is the first seen_offset bytes.
+  uint32_t seen_offset = 0;
+  uint32_t seen_bytes = 0;
   // Points every GbxState array into `base` (host or device address).
   void bind(GbxState& s, uint64_t base) const;
   // Where byte `off` of env's writable memory lives in the memory block (gbx_abi.h): the
@@ -36,12 +41,12 @@ struct StateLayout {
 };
 
 StateLayout make_layout(int num_envs, MemoryModel mm, uint32_t cart_ram_size,
-                        MemLayout layout = MemLayout::EnvMajor);
+                        MemLayout layout = MemLayout::EnvMajor, uint32_t seen_bytes = 0);
 
 // Refuses env counts whose state would not fit in this machine's memory (one line naming
 // the bytes needed and the bytes available).
 Status check_env_count(int num_envs, MemoryModel mm, uint32_t cart_ram_size,
-                       size_t extra_bytes_per_env = 0);
+                       size_t extra_bytes_per_env = 0, uint32_t seen_bytes = 0);
 
 // Bytes per env of each GbxState array, in declaration order (GbxState is only pointers), so
 // a mirror can copy one env's element of every array without naming the fields.
@@ -58,7 +63,8 @@ void boot_vram_image(const std::vector<uint8_t>& rom, uint8_t* vram);
 class EnvState {
  public:
   EnvState() = default;
-  EnvState(int num_envs, MemoryModel mm, const Rom* rom, MemLayout layout = MemLayout::EnvMajor);
+  EnvState(int num_envs, MemoryModel mm, const Rom* rom, MemLayout layout = MemLayout::EnvMajor,
+           uint32_t seen_bytes = 0);
   // soa_ points into block_: a copy would point into the original.
   EnvState(const EnvState&) = delete;
   EnvState& operator=(const EnvState&) = delete;
@@ -86,6 +92,9 @@ class EnvState {
   // Env `dst` becomes a copy of env `src_env` of `src` (every state field and the per-env
   // memory); `src` must have the same memory layout per env. Other envs are untouched.
   void copy_env(int dst, const EnvState& src, int src_env);
+
+  // env's seen() key set emptied (nothing when the layout has none): resets start episodes.
+  void clear_seen(int env);
 
   // DMG post-boot state (Pan Docs "Power Up Sequence", as mGBA's skip-BIOS start).
   void reset_dmg();

@@ -16,7 +16,8 @@
 // Kernel payload (cpu, cuda): one record per GBX_STATE_FIELDS entry, in table order, named
 // after the field and holding the env's element (the field's per-env size), then "mem": the
 // env's per-env writable memory (VRAM, WRAM, OAM, I/O, cart RAM, and whatever else the layout
-// holds). Loading demands the same field names, sizes and order as this build, so a blob
+// holds; with seen() only the machine's part), then, when the kernel uses seen(), "seen": the
+// env's key set (docs/rewards.md). Loading demands the same field names, sizes and order as this build, so a blob
 // from a build with other fields is refused even when both claim the same ABI version.
 // The mgba backend writes its own payload kind (mGBA's serialized core plus the GBX counters);
 // the two kinds are not interchangeable.
@@ -33,7 +34,9 @@ namespace gbx {
 
 class EnvState;
 
-constexpr uint32_t kSaveStateVersion = 1;
+// Version 2 added the optional "seen" record (kernels using seen()); version 1 blobs still load.
+constexpr uint32_t kSaveStateVersion = 2;
+constexpr uint32_t kSaveStateVersionMin = 1;
 constexpr size_t kSaveStateHeaderBytes = 56;
 
 enum class SaveStateKind : uint8_t {

@@ -372,7 +372,7 @@ TEST_CASE("bench-stages: @tN variants and actions") {
     CHECK(s->label == spec);
   }
   CHECK(parse_stage_variant("emulate_only@spec")->threads == -1);
-  // @fifo / @line: the pixel model (docs/ppu-fifo.md); without either, the options' --ppu.
+  // @fifo / @line: the pixel model (docs/machine/ppu-fifo.md); without either, the options' --ppu.
   auto fifo = parse_stage_variant("obs_only:pixels@fifo@t1");
   REQUIRE(fifo.ok());
   CHECK(fifo->ppu_set);

@@ -257,7 +257,7 @@ TEST_CASE("all four stages compile to PTX and CUBIN for sm_80 and sm_90") {
   CHECK(keys.size() == 4);
 }
 
-// ppu=fifo (docs/ppu-fifo.md): the pixel FIFO is only in its own kernels and compiles for
+// ppu=fifo (docs/machine/ppu-fifo.md): the pixel FIFO is only in its own kernels and compiles for
 // CUDA. Pixel kernels are not held to the 144 B frame of the others (the line renderer's
 // per-line arrays live there: 832 B on sm_90); measured when this was written, the FIFO adds
 // 112 B of frame and 166 / 422 B of spill stores / loads (its out-of-line pipeline), bounded

@@ -4,7 +4,7 @@
 // regression AND an unexpected pass fail the test, so the file stays true. One summary line per
 // suite. Skips, saying so, when the ROMs are not there ($GBX_TESTROMS_DIR overrides the place).
 //
-// The pixel-FIFO renderer (ppu=fifo, docs/ppu-fifo.md) runs the mooneye, dmg-acid2 and
+// The pixel-FIFO renderer (ppu=fifo, docs/machine/ppu-fifo.md) runs the mooneye, dmg-acid2 and
 // Mealybug ROMs again, held against its own file, tests/data/public_suites_fifo.tsv, the same
 // way.
 //

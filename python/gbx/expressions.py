@@ -18,7 +18,7 @@ name                 value
 ``sum(lo, hi)``      sum of the bytes ``lo..hi`` (inclusive, integer literals)
 ``bcd(addr, n)``     ``n`` (1..8) bytes of big-endian packed BCD from ``addr``
 ``seen(key)``        1 the first time this episode ``key`` is produced, else 0
-                     (``seen_capacity=`` keys, exact; see docs/rewards.md)
+                     (``seen_capacity=`` keys, exact; see docs/guide/rewards.md)
 ``seen_count()``     keys in this episode's set
 ``hit(i)``           fetches at ``hooks[i]`` during this step (``hooks=[...]``)
 ===================  ===========================================================

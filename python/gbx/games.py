@@ -35,7 +35,7 @@ kernel's reward by :class:`GameEnv`:
 
 Profiles shipped (:data:`PROFILES`): ``arrows`` (built-in), ``2048`` and ``libbet`` (homebrew,
 zlib licence: the files the user has), ``pokemon_red`` and ``pokemon_blue`` (the user's own
-cartridge dump). docs/games-and-training.md says how their addresses were found.
+cartridge dump). docs/guide/games-and-training.md says how their addresses were found.
 """
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def _bcd(addr: int) -> str:
 
 
 # Sanqui's 2048-gb (zlib licence), the revision in ../shared/games (a title screen, a 6-digit
-# score). Found with gbx.RamSearch (docs/games-and-training.md; tests/python/test_games.py
+# score). Found with gbx.RamSearch (docs/guide/games-and-training.md; tests/python/test_games.py
 # repeats the search and checks the score against the digits on screen): the score is 3 bytes
 # of packed BCD, big-endian, at 0xFFB0 (HRAM; the high score follows at 0xFFB3), the 4x4
 # grid one byte per cell (log2 of the tile, 0 = empty) at 0xC800, and game over puts the
@@ -142,7 +142,7 @@ GAME_2048 = Profile(
 )
 
 # Damian Yerrick's "Libbet and the Magic Floor" v0.08 (zlib licence). Found with gbx.RamSearch
-# (docs/games-and-training.md): on the first floor the status bar reads "0/04"; the bytes equal
+# (docs/guide/games-and-training.md): on the first floor the status bar reads "0/04"; the bytes equal
 # to 4 whose next byte is 0 are two, and rolling over cells raises only 0xC4ED (cur_score, the
 # left number) 0 -> 4; 0xC4EC is max_score. The disassembly's order (floor_map[64],
 # floor_width, floor_height, cursor_x, cursor_y, max_score, cur_score, exit_x, exit_open) puts

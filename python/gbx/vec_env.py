@@ -95,15 +95,15 @@ class VecEnv(gym.vector.VectorEnv):
     - ``pixel_values``: ``"shades"`` (default: 0 white .. 3 black, what the kernel writes) or
       ``"luminance"`` (PyBoy's greys: 255 white, 153, 85, 0 black; full and half only).
     - ``reward`` / ``done`` / ``track``: C++ expressions compiled into the kernel, see
-      :mod:`gbx.expressions` (builtins popcount, sum, bcd, seen, seen_count, hit: docs/rewards.md).
+      :mod:`gbx.expressions` (builtins popcount, sum, bcd, seen, seen_count, hit: docs/guide/rewards.md).
       Without ``reward`` the reward is 0; ``reward="v0"`` is the
       stage's reward_v0 (a register/RAM mix for stage tests). Without ``done`` episodes end
       only by ``max_episode_frames``.
     - ``seen_capacity``: keys the per-env ``seen(key)`` set holds exactly (1..65536, default
-      4096; it exists only when an expression uses seen/seen_count): docs/rewards.md.
+      4096; it exists only when an expression uses seen/seen_count): docs/guide/rewards.md.
     - ``hooks``: addresses (``0x1234``, ``"bank:addr"`` hex, or ``(bank, addr)``) whose
       instruction fetches are counted per env and step: ``info["hits"]`` uint32
-      (num_envs, len(hooks)) and ``hit(i)`` in expressions (docs/rewards.md).
+      (num_envs, len(hooks)) and ``hit(i)`` in expressions (docs/guide/rewards.md).
     - ``max_episode_frames``: an episode is truncated once it has run this many frames.
     - ``noop_max``: after every reset an env runs a random number of no-op frames in
       [0, noop_max], drawn from ``seed`` (the machine is deterministic; this is what makes
@@ -136,7 +136,7 @@ class VecEnv(gym.vector.VectorEnv):
       ``backend.specialize_status`` says where it is; ``backend.finish_tier_up()`` waits.
     - ``ppu``: the pixel model compiled into the kernel: ``"line"`` (default; each scanline
       drawn at one dot) or ``"fifo"`` (the dot-by-dot pixel FIFO: registers written during
-      mode 3 land on the right pixels; docs/ppu-fifo.md).
+      mode 3 land on the right pixels; docs/machine/ppu-fifo.md).
 
     Autoreset is Gymnasium's NEXT_STEP: the ``step`` after an env's episode ended resets that
     env (its action is ignored) and returns its first observation with reward 0 and

@@ -1,7 +1,7 @@
 """The trainer adapters (gbx.sb3, gbx.pufferlib) and examples/ppo.py, each run when its package
 is installed (stable-baselines3; pufferlib 3; torch) and skipped with the reason otherwise.
 Opt-in in CI: PyPI's torch is the CUDA build (~3 GB with its nvidia wheels).
-docs/games-and-training.md has the commands."""
+docs/guide/games-and-training.md has the commands."""
 import importlib.util
 import os
 

@@ -1,5 +1,5 @@
 """Reward builtins (popcount, sum, bcd, seen, seen_count) and hooks (hit, info["hits"]),
-docs/rewards.md: compiled results against Python references over the machine's own RAM,
+docs/guide/rewards.md: compiled results against Python references over the machine's own RAM,
 seen() cleared by resets and carried by save states, hooks counted identically by the
 interpreter and the ROM-specialized kernel, and by cpu and cuda (the CUDA driver double)."""
 import os

@@ -25,7 +25,7 @@ enum class ObsKind { Vec, Pixels };
 // pixel of each 2x2), packed u8[144][40] (4 pixels a byte, leftmost in the high bits).
 enum class ObsFormat { Full, Half, Packed };
 
-// PPU pixel model (docs/ppu-fifo.md): the scanline renderer (each line drawn at one dot with
+// PPU pixel model (docs/machine/ppu-fifo.md): the scanline renderer (each line drawn at one dot with
 // the registers then in force) or the dot-by-dot pixel FIFO (templates/hw/ppu_fifo.h). A
 // kernel contains only the chosen one.
 enum class PpuModel { Line, Fifo };
@@ -39,7 +39,7 @@ struct HookAddr {
   bool operator==(const HookAddr& o) const { return bank == o.bank && addr == o.addr; }
 };
 
-// seen(key) (docs/rewards.md): a per-env open-addressing set of 32-bit keys in the env's
+// seen(key) (docs/guide/rewards.md): a per-env open-addressing set of 32-bit keys in the env's
 // writable memory after cartridge RAM. Capacity: the keys it holds exactly (1..this).
 constexpr uint32_t kSeenCapacityMax = 65536;
 constexpr size_t kMaxHooks = 64;  // hooks per kernel

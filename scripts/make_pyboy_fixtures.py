@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Makes the PyBoy state fixtures of tests/python/test_pyboy_fixtures.py, and README's PyBoy
+"""Makes the PyBoy state fixtures of tests/python/test_pyboy_fixtures.py, and the docs page (docs/guide/pyboy-states.md)'s PyBoy
 import table from them.
 
     # once, with the pinned PyBoy (pyproject.toml's `pyboy` extra) and gbx in one venv:
@@ -272,7 +272,7 @@ def main() -> int:
                     help="write README's live comparison table (PyBoy runs the built-in ROMs)")
     ap.add_argument("--import-frame", type=int, default=120)
     ap.add_argument("--frames", type=int, default=300)
-    ap.add_argument("--readme", default=str(ROOT / "README.md"))
+    ap.add_argument("--readme", default=str(ROOT / "docs" / "guide" / "pyboy-states.md"))
     ap.add_argument("--sweep", metavar="NAME", help="import a hooked fixture at each of its hooks (needs PyBoy)")
     ap.add_argument("--lag", type=int, help="with --sweep: the access lag to try instead of ACCESS_LAG")
     a = ap.parse_args()

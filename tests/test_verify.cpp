@@ -339,6 +339,11 @@ TEST_CASE("verify: bad input gives a one-line error and exit 2") {
 // not, where mGBA 0.10 orders overlapping DMG objects by OAM index: Pan Docs "Object
 // Priority": on a DMG the smaller X wins (tests/data/ppu_sprites.png, from the docs, agrees
 // with GBX). The other scenes' CPUs leave mGBA's before their screens can differ (README).
+// Compared every 5 steps: mGBA draws the first frame after the LCD is switched on, which
+// hardware (and GBX, and Gambatte) leave blank (Pan Docs LCDC.7; docs/machine/accuracy.md).
+// These ROMs switch it on in their first frames, so a comparison at that step would report
+// that known mGBA fault; every 5 steps the compare points fall after it (a mismatch at a
+// compare point is still narrowed to its first step, below).
 VerifyOptions screen_verify(const std::string& rom, const fs::path& out, int64_t steps) {
   VerifyOptions o;
   o.ref = "mgba";
@@ -348,6 +353,7 @@ VerifyOptions screen_verify(const std::string& rom, const fs::path& out, int64_t
   o.screen = true;
   o.stage = Stage::EmulateOnly;
   o.out_dir = out;
+  o.compare_every = 5;
   return o;
 }
 
@@ -366,17 +372,19 @@ TEST_CASE("verify --screen: the PPU ROMs' screens against mGBA") {
     auto rep = run_verify(screen_verify(rom, d.path, 12));
     REQUIRE_MESSAGE(rep.ok(), (rep.ok() ? "" : rep.error().message));
     CHECK_MESSAGE(rep->match, rep->verdict());
-    CHECK(rep->comparisons == 12);
+    CHECK(rep->comparisons == 3);  // steps 5, 10 and the last
   }
+  // ppu_sprites differs at the step-5 compare point (objects at X 80, solid colour 3, and X
+  // 84, colour 1, the latter first in OAM: mGBA and GBX order them differently), so verify
+  // narrows to the first differing step: step 3, the frame after LCD on that mGBA draws.
   auto rep = run_verify(screen_verify(write("ppu_sprites"), d.path, 12));
   REQUIRE_MESSAGE(rep.ok(), (rep.ok() ? "" : rep.error().message));
   CAPTURE(rep->verdict());
   REQUIRE_FALSE(rep->match);
   REQUIRE(rep->diffs.size() == 1);
-  // Objects at X 80 (solid colour 3) and X 84 (colour 1), the latter first in OAM.
   CHECK(rep->diffs[0].field == "screen");
-  CHECK(rep->diffs[0].ref.rfind("x=84 y=30 shade 1", 0) == 0);
-  CHECK(rep->diffs[0].dut.rfind("x=84 y=30 shade 3", 0) == 0);
+  CHECK(rep->verdict().find("MISMATCH at step 3") != std::string::npos);
+  CHECK(rep->diffs[0].dut.rfind("x=8 y=8 shade 0", 0) == 0);  // GBX: the blank frame
 }
 
 // VRAM and OAM as memory holds them (the memory view, README "Reading env memory"): mGBA's

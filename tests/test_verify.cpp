@@ -396,6 +396,7 @@ TEST_CASE("verify: VRAM and OAM against mGBA on the PPU ROM and the learning gam
     CAPTURE(rom);
     VerifyOptions o = screen_verify(rom, d.path, 12);
     o.screen = false;
+    o.compare_every = 1;  // no screens: every step
     o.actions = ActionGen::SeededRandom;
     o.regions = {parse_mem_region("8000:A000").value(), parse_mem_region("FE00:FEA0").value()};
     auto rep = run_verify(o);

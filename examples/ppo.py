@@ -25,18 +25,18 @@ the rollout buffer. Actions go to the env from the host (VecEnv.step takes numpy
 rewards and done flags are read on the host (VecEnv.step's bookkeeping and the running
 reward scale need them there). Not yet run on a GPU.
 """
+
 from __future__ import annotations
 
 import argparse
 import os
 import time
 
+import gbx
 import numpy as np
 import torch
 import torch.nn as nn
 from torch.distributions import Categorical
-
-import gbx
 
 
 def parse(argv=None):
@@ -79,13 +79,21 @@ def make_env(args, num_envs, seed):
     profile = gbx.games.get(args.game)
     rom = args.rom or default_rom(profile)
     obs = "ram" if args.obs == "ram" else {"pixels": "half"}
-    return gbx.make(profile, num_envs, rom=rom, obs=obs, seed=seed, threads=args.threads,
-                    device="cuda" if args.device.startswith("cuda") else "cpu")
+    return gbx.make(
+        profile,
+        num_envs,
+        rom=rom,
+        obs=obs,
+        seed=seed,
+        threads=args.threads,
+        device="cuda" if args.device.startswith("cuda") else "cpu",
+    )
 
 
 # -- networks --------------------------------------------------------------------------------
 
-def layer(m, std=np.sqrt(2), bias=0.0):
+
+def layer(m, std=2**0.5, bias=0.0):
     nn.init.orthogonal_(m.weight, std)
     nn.init.constant_(m.bias, bias)
     return m
@@ -98,8 +106,9 @@ class RamAgent(nn.Module):
     def __init__(self, n_bytes, n_actions):
         super().__init__()
         self.embed = nn.Embedding(256, 16)
-        self.trunk = nn.Sequential(layer(nn.Linear(16 * n_bytes, 256)), nn.Tanh(),
-                                   layer(nn.Linear(256, 256)), nn.Tanh())
+        self.trunk = nn.Sequential(
+            layer(nn.Linear(16 * n_bytes, 256)), nn.Tanh(), layer(nn.Linear(256, 256)), nn.Tanh()
+        )
         self.pi = layer(nn.Linear(256, n_actions), std=0.01)
         self.v = layer(nn.Linear(256, 1), std=1.0)
 
@@ -113,9 +122,14 @@ class PixelAgent(nn.Module):
     def __init__(self, shape, n_actions):
         super().__init__()
         self.net = nn.Sequential(
-            layer(nn.Conv2d(1, 32, 8, stride=4)), nn.ReLU(),
-            layer(nn.Conv2d(32, 64, 4, stride=2)), nn.ReLU(),
-            layer(nn.Conv2d(64, 64, 3, stride=1)), nn.ReLU(), nn.Flatten())
+            layer(nn.Conv2d(1, 32, 8, stride=4)),
+            nn.ReLU(),
+            layer(nn.Conv2d(32, 64, 4, stride=2)),
+            nn.ReLU(),
+            layer(nn.Conv2d(64, 64, 3, stride=1)),
+            nn.ReLU(),
+            nn.Flatten(),
+        )
         with torch.no_grad():
             n = self.net(torch.zeros(1, 1, *shape)).shape[1]
         self.trunk = nn.Sequential(layer(nn.Linear(n, 256)), nn.ReLU())
@@ -135,6 +149,7 @@ def act(agent, x, action=None):
 
 
 # -- the env on either device ----------------------------------------------------------------
+
 
 class Obs:
     """Observations as torch tensors on ``device``: on cuda, DLPack views of the env's device
@@ -157,6 +172,7 @@ class Obs:
 
 
 # -- evaluation ------------------------------------------------------------------------------
+
 
 def evaluate(args, policy, device):
     """Mean raw return of each env's first episode (``--eval-envs`` envs, ``--eval-seed``);
@@ -184,6 +200,7 @@ def evaluate(args, policy, device):
 
 # -- training --------------------------------------------------------------------------------
 
+
 def train(args):
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.torch_threads)
@@ -196,8 +213,9 @@ def train(args):
     obs_np, _ = env.reset(seed=args.seed)
     n_actions = env.single_action_space.n
     shape = env.single_observation_space.shape
-    agent = (RamAgent(shape[0], n_actions) if args.obs == "ram"
-             else PixelAgent(shape, n_actions)).to(device)
+    agent = (
+        RamAgent(shape[0], n_actions) if args.obs == "ram" else PixelAgent(shape, n_actions)
+    ).to(device)
     opt = torch.optim.Adam(agent.parameters(), lr=args.lr, eps=1e-5)
     io = Obs(env, device)
 
@@ -267,7 +285,7 @@ def train(args):
         for _ in range(args.epochs):
             np.random.shuffle(idx)
             for s in range(0, T * N, mb):
-                j = torch.as_tensor(idx[s:s + mb], device=device)
+                j = torch.as_tensor(idx[s : s + mb], device=device)
                 _, logp, ent, v = act(agent, b_obs[j], b_act[j])
                 ratio = (logp - b_logp[j]).exp()
                 a = b_adv[j]
@@ -283,8 +301,11 @@ def train(args):
         if update % args.log_every == 0:
             mean = np.mean(recent[-200:]) if recent else float("nan")
             el = time.time() - t_train
-            print(f"update {update}: {steps} env-steps, {steps / el:.0f} steps/s, {el / 60:.1f} min, "
-                  f"mean episode score (last 200) {mean:.1f}", flush=True)
+            print(
+                f"update {update}: {steps} env-steps, {steps / el:.0f} steps/s, {el / 60:.1f} min, "
+                f"mean episode score (last 200) {mean:.1f}",
+                flush=True,
+            )
     env.close()
     minutes = (time.time() - t_train) / 60.0
 
@@ -293,11 +314,20 @@ def train(args):
 
     trained, n_eval = evaluate(args, policy, device)
     ratio = trained / random_score if random_score else float("inf")
-    print(f"trained policy: mean score {trained:.1f} over {n_eval} episodes ({ratio:.2f} x random) "
-          f"after {steps} env-steps, {minutes:.1f} min of training "
-          f"({(time.time() - t_start) / 60:.1f} min in all)", flush=True)
-    return {"random": random_score, "trained": trained, "ratio": ratio, "steps": steps,
-            "minutes": minutes, "agent": agent}
+    print(
+        f"trained policy: mean score {trained:.1f} over {n_eval} episodes ({ratio:.2f} x random) "
+        f"after {steps} env-steps, {minutes:.1f} min of training "
+        f"({(time.time() - t_start) / 60:.1f} min in all)",
+        flush=True,
+    )
+    return {
+        "random": random_score,
+        "trained": trained,
+        "ratio": ratio,
+        "steps": steps,
+        "minutes": minutes,
+        "agent": agent,
+    }
 
 
 if __name__ == "__main__":

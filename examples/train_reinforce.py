@@ -16,15 +16,15 @@ eight is the arrow's direction); the optimum is 1.
 Prints one line per 10 updates and ends with ``mean reward/step: X`` (the last evaluation:
 the trained policy, sampled, on ``--eval-steps`` steps of every env) and ``random policy: Y``.
 """
+
 from __future__ import annotations
 
 import argparse
 import sys
 import time
 
-import numpy as np
-
 import gbx
+import numpy as np
 
 SCORE = 0xC000  # ARROWS: u16 score (runtime/include/gbx/runtime/arrows_rom.h)
 NUM_ACTIONS = 8  # pokemon8: noop, A, B, START, UP, DOWN, LEFT, RIGHT
@@ -34,13 +34,24 @@ def make_env(args, seed: int) -> gbx.VecEnv:
     # 4 frames a step, buttons held for the first 2: each step is one press, and the new
     # arrow (drawn in the VBlank after the press) is on the screen the step returns.
     return gbx.VecEnv(
-        "builtin:ARROWS", num_envs=args.envs, frames_per_step=4, release_after_frames=2,
-        actions="pokemon8", obs={"pixels": "half"}, track=[f"ram16({SCORE:#x})"],
-        reward="val(0) - prev(0)", max_episode_frames=4 * args.episode_steps,
-        noop_max=30, seed=seed, threads=args.threads, specialize=args.specialize)
+        "builtin:ARROWS",
+        num_envs=args.envs,
+        frames_per_step=4,
+        release_after_frames=2,
+        actions="pokemon8",
+        obs={"pixels": "half"},
+        track=[f"ram16({SCORE:#x})"],
+        reward="val(0) - prev(0)",
+        max_episode_frames=4 * args.episode_steps,
+        noop_max=30,
+        seed=seed,
+        threads=args.threads,
+        specialize=args.specialize,
+    )
 
 
 # -- the only pixel preprocessing: screen -> feature vector ---------------------------------
+
 
 def features(obs) -> np.ndarray:
     """uint8[N, 72, 80] shades 0-3 -> float32[N, 18 * 20 + 1]: 4x4 block means in [0, 1]
@@ -52,6 +63,7 @@ def features(obs) -> np.ndarray:
 
 
 # -- policy ---------------------------------------------------------------------------------
+
 
 def softmax(z: np.ndarray) -> np.ndarray:
     z = z - z.max(axis=1, keepdims=True)
@@ -74,8 +86,8 @@ class Adam:
         self.t += 1
         self.m = self.b1 * self.m + (1 - self.b1) * grad
         self.v = self.b2 * self.v + (1 - self.b2) * grad * grad
-        mh = self.m / (1 - self.b1 ** self.t)
-        vh = self.v / (1 - self.b2 ** self.t)
+        mh = self.m / (1 - self.b1**self.t)
+        vh = self.v / (1 - self.b2**self.t)
         w += self.lr * mh / (np.sqrt(vh) + self.eps)
 
 
@@ -134,9 +146,11 @@ def train(args) -> dict:
         history.append(mean_r)
         if update % 10 == 0 or update == args.updates:
             el = time.perf_counter() - started
-            print(f"update {update:4d}  mean reward/step {mean_r:.3f}  "
-                  f"env-steps {env_steps}  {env_steps / el:,.0f} env-steps/s  {el:.1f} s",
-                  flush=True)
+            print(
+                f"update {update:4d}  mean reward/step {mean_r:.3f}  "
+                f"env-steps {env_steps}  {env_steps / el:,.0f} env-steps/s  {el:.1f} s",
+                flush=True,
+            )
     train_seconds = time.perf_counter() - started
     eval_rng = np.random.default_rng(args.seed + 1)
     trained = evaluate(env, w, args.eval_steps, eval_rng)
@@ -145,8 +159,13 @@ def train(args) -> dict:
     print(f"trained for {train_seconds:.1f} s ({env_steps} env-steps)")
     print(f"mean reward/step: {trained:.3f}")
     print(f"random policy: {rand:.3f}")
-    return {"trained": trained, "random": rand, "seconds": train_seconds, "history": history,
-            "weights": w}
+    return {
+        "trained": trained,
+        "random": rand,
+        "seconds": train_seconds,
+        "history": history,
+        "weights": w,
+    }
 
 
 def parse(argv=None):
@@ -160,9 +179,12 @@ def parse(argv=None):
     ap.add_argument("--eval-steps", type=int, default=32)
     ap.add_argument("--threads", type=int, default=0, help="kernel threads (0 = all cores)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--specialize", default="off",
-                    help="off | auto[:N] | profile:FILE: the ROM-specialized kernel (README); "
-                         "the same trajectories, faster steps")
+    ap.add_argument(
+        "--specialize",
+        default="off",
+        help="off | auto[:N] | profile:FILE: the ROM-specialized kernel (README); "
+        "the same trajectories, faster steps",
+    )
     return ap.parse_args(argv)
 
 

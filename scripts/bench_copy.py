@@ -7,6 +7,7 @@ the median ratio view/copy.
 
     build/pyvenv/bin/python scripts/bench_copy.py --envs 256 --frames-per-step 1 --rounds 5
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,9 +15,8 @@ import statistics
 import sys
 import time
 
-import numpy as np
-
 import gbx
+import numpy as np
 
 
 def rate(env, steps: int, acts: np.ndarray) -> float:
@@ -39,8 +39,13 @@ def main() -> int:
     ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
     obs = {"pixels": "half"} if args.obs == "half" else args.obs
-    kw = dict(device=args.device, frames_per_step=args.frames_per_step, obs=obs,
-              threads=args.threads, seed=0)
+    kw = dict(
+        device=args.device,
+        frames_per_step=args.frames_per_step,
+        obs=obs,
+        threads=args.threads,
+        seed=0,
+    )
     envs = {c: gbx.VecEnv(args.rom, args.envs, copy=c, **kw) for c in (True, False)}
     for e in envs.values():
         e.reset(seed=0)
@@ -55,11 +60,18 @@ def main() -> int:
             view_rate = rate(envs[False], args.steps, acts)
             copy_rate = rate(envs[True], args.steps, acts)
         ratios.append(view_rate / copy_rate)
-        print(f"round {r + 1}: copy=True {copy_rate:,.0f}  copy=False {view_rate:,.0f} "
-              f"env-steps/s  ratio {ratios[-1]:.3f}")
-    obs_bytes = sum(np.asarray(v).nbytes for v in
-                    (envs[True].step(acts)[0].values() if isinstance(obs, dict)
-                     else [envs[True].step(acts)[0]]))
+        print(
+            f"round {r + 1}: copy=True {copy_rate:,.0f}  copy=False {view_rate:,.0f} "
+            f"env-steps/s  ratio {ratios[-1]:.3f}"
+        )
+    obs_bytes = sum(
+        np.asarray(v).nbytes
+        for v in (
+            envs[True].step(acts)[0].values()
+            if isinstance(obs, dict)
+            else [envs[True].step(acts)[0]]
+        )
+    )
     # The work copy=True adds, timed alone: one copy of the observation (and the reward).
     view = envs[False].step(acts)[0]
     parts = list(view.values()) if isinstance(view, dict) else [view]
@@ -69,12 +81,15 @@ def main() -> int:
         for v in parts:
             v.copy()
     copy_us = (time.perf_counter() - t0) / reps * 1e6
-    step_us = 1e6 * args.envs / statistics.median(
-        [rate(envs[False], args.steps, acts) for _ in range(1)])
-    print(f"{args.obs} obs, {obs_bytes / args.envs:,.0f} bytes/env/step, envs {args.envs}, "
-          f"frames/step {args.frames_per_step}: median ratio copy=False/copy=True "
-          f"{statistics.median(ratios):.3f}; the copy alone {copy_us:,.0f} us a step "
-          f"({100 * copy_us / step_us:.2f}% of a {step_us / 1e3:,.1f} ms copy=False step)")
+    step_us = (
+        1e6 * args.envs / statistics.median([rate(envs[False], args.steps, acts) for _ in range(1)])
+    )
+    print(
+        f"{args.obs} obs, {obs_bytes / args.envs:,.0f} bytes/env/step, envs {args.envs}, "
+        f"frames/step {args.frames_per_step}: median ratio copy=False/copy=True "
+        f"{statistics.median(ratios):.3f}; the copy alone {copy_us:,.0f} us a step "
+        f"({100 * copy_us / step_us:.2f}% of a {step_us / 1e3:,.1f} ms copy=False step)"
+    )
     for e in envs.values():
         e.close()
     return 0

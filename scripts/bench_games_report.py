@@ -9,6 +9,7 @@ used). A ratio is taken round by round (both arms of one round ran minutes apart
 summarised as the median over rounds with its min-max. Goals (issue 23, one thread, min over
 the games of the median): interpreter >= 4x PyBoy, specialized >= 10x PyBoy.
 """
+
 import argparse
 import glob
 import json
@@ -17,8 +18,14 @@ import statistics
 import sys
 
 GOALS = {("interp", "pyboy"): 4.0, ("spec", "pyboy"): 10.0}
-RATIOS = [("interp", "pyboy"), ("spec", "pyboy"), ("spec", "interp"), ("interp", "mgba"),
-          ("spec", "mgba"), ("mgba", "pyboy")]
+RATIOS = [
+    ("interp", "pyboy"),
+    ("spec", "pyboy"),
+    ("spec", "interp"),
+    ("interp", "mgba"),
+    ("spec", "mgba"),
+    ("mgba", "pyboy"),
+]
 
 
 def load(path):
@@ -27,12 +34,17 @@ def load(path):
             s = json.load(f)
         r = s["results"][0]
         threads = max(1, int(r.get("threads") or 1))
-        return {"frames_per_sec_per_core": r["frames_per_sec"] / threads,
-                "env_steps_per_sec_per_core": r["total_sps"] / threads,
-                "seconds": r["seconds"], "steps": r["steps"], "envs": r["num_envs"],
-                "tier_up_seconds": r.get("tier_up_seconds", 0.0),
-                "tier_up_steps": r.get("tier_up_steps", 0),
-                "system": s.get("system", {}), "config": s.get("config", {})}
+        return {
+            "frames_per_sec_per_core": r["frames_per_sec"] / threads,
+            "env_steps_per_sec_per_core": r["total_sps"] / threads,
+            "seconds": r["seconds"],
+            "steps": r["steps"],
+            "envs": r["num_envs"],
+            "tier_up_seconds": r.get("tier_up_seconds", 0.0),
+            "tier_up_steps": r.get("tier_up_steps", 0),
+            "system": s.get("system", {}),
+            "config": s.get("config", {}),
+        }
     except (OSError, ValueError, KeyError, IndexError, TypeError):
         return None
 
@@ -40,8 +52,12 @@ def load(path):
 def spread(values):
     if not values:
         return None
-    return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "n": len(values)}
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "n": len(values),
+    }
 
 
 def fmt(sp, unit=""):
@@ -56,13 +72,19 @@ def main():
     ap.add_argument("--rounds", type=int, required=True)
     ap.add_argument("columns", nargs="+")
     a = ap.parse_args()
-    games = sorted({os.path.basename(p)[: -len(f"_{c}_r1.json")]
-                    for c in a.columns
-                    for p in glob.glob(os.path.join(a.folder, f"*_{c}_r1.json"))})
+    games = sorted(
+        {
+            os.path.basename(p)[: -len(f"_{c}_r1.json")]
+            for c in a.columns
+            for p in glob.glob(os.path.join(a.folder, f"*_{c}_r1.json"))
+        }
+    )
     summary = {"folder": a.folder, "rounds": a.rounds, "columns": a.columns, "games": {}}
     for g in games:
-        per_round = {c: [load(os.path.join(a.folder, f"{g}_{c}_r{r}.json"))
-                         for r in range(1, a.rounds + 1)] for c in a.columns}
+        per_round = {
+            c: [load(os.path.join(a.folder, f"{g}_{c}_r{r}.json")) for r in range(1, a.rounds + 1)]
+            for c in a.columns
+        }
         cold = load(os.path.join(a.folder, f"{g}_spec-cold.json"))
         entry = {"columns": {}, "ratios": {}}
         for c, runs in per_round.items():
@@ -74,19 +96,25 @@ def main():
             }
             if c == "spec":
                 entry["columns"][c]["tier_up_seconds_cached"] = spread(
-                    [x["tier_up_seconds"] for x in ok])
+                    [x["tier_up_seconds"] for x in ok]
+                )
                 entry["columns"][c]["tier_up_steps"] = ok[0]["tier_up_steps"] if ok else None
                 entry["columns"][c]["tier_up_seconds_cold"] = cold and cold["tier_up_seconds"]
         for num, den in RATIOS:
             if num not in per_round or den not in per_round:
                 continue
-            vals = [n["frames_per_sec_per_core"] / d["frames_per_sec_per_core"]
-                    for n, d in zip(per_round[num], per_round[den]) if n and d]
+            vals = [
+                n["frames_per_sec_per_core"] / d["frames_per_sec_per_core"]
+                for n, d in zip(per_round[num], per_round[den])
+                if n and d
+            ]
             entry["ratios"][f"{num}/{den}"] = spread(vals)
         summary["games"][g] = entry
 
-    print(f"frames/s per core, median over {a.rounds} interleaved rounds [min-max]; "
-          "env-steps/s = frames/s / frames per step")
+    print(
+        f"frames/s per core, median over {a.rounds} interleaved rounds [min-max]; "
+        "env-steps/s = frames/s / frames per step"
+    )
     for g, e in summary["games"].items():
         print(f"\n{g}")
         print(f"  {'column':<8}{'frames/s/core':>30}{'env-steps/s/core':>30}")
@@ -99,11 +127,17 @@ def main():
         if "spec" in e["columns"]:
             col = e["columns"]["spec"]
             cold = col.get("tier_up_seconds_cold")
-            print(f"  spec tier-up ({col.get('tier_up_steps')} profiled steps + compile): "
-                  f"cold cache {cold:.2f} s" if cold else "  spec tier-up: cold not measured",
-                  end="")
-            print(f"; in the rounds (the kernel cache's, compiled in round 1 if absent) "
-                  f"{fmt(col.get('tier_up_seconds_cached'), ' s')}")
+            print(
+                f"  spec tier-up ({col.get('tier_up_steps')} profiled steps + compile): "
+                f"cold cache {cold:.2f} s"
+                if cold
+                else "  spec tier-up: cold not measured",
+                end="",
+            )
+            print(
+                f"; in the rounds (the kernel cache's, compiled in round 1 if absent) "
+                f"{fmt(col.get('tier_up_seconds_cached'), ' s')}"
+            )
         for k, v in e["ratios"].items():
             print(f"  {k:<14}{fmt(v, 'x')}")
 
@@ -112,15 +146,20 @@ def main():
         print("\ngoals (one thread, min over the games of the per-game median ratio):")
         for (num, den), goal in GOALS.items():
             key = f"{num}/{den}"
-            vals = {g: e["ratios"][key]["median"] for g, e in summary["games"].items()
-                    if e["ratios"].get(key)}
+            vals = {
+                g: e["ratios"][key]["median"]
+                for g, e in summary["games"].items()
+                if e["ratios"].get(key)
+            }
             if not vals:
                 continue
             worst = min(vals, key=vals.get)
             met = vals[worst] >= goal
             summary["goals"][key] = {"goal": goal, "min": vals[worst], "game": worst, "met": met}
-            print(f"  {key:<14} >= {goal:.0f}x: min {vals[worst]:.2f}x ({worst}) "
-                  f"{'MET' if met else 'MISSED'}")
+            print(
+                f"  {key:<14} >= {goal:.0f}x: min {vals[worst]:.2f}x ({worst}) "
+                f"{'MET' if met else 'MISSED'}"
+            )
     with open(os.path.join(a.folder, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
         f.write("\n")
@@ -137,7 +176,7 @@ def main():
     width = 0.8 / max(1, len(a.columns))
     for k, c in enumerate(a.columns):
         xs, ys, lo, hi = [], [], [], []
-        for i, (g, e) in enumerate(summary["games"].items()):
+        for i, e in enumerate(summary["games"].values()):
             f = e["columns"][c]["frames_per_sec_per_core"]
             if not f:
                 continue

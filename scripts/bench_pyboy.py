@@ -26,6 +26,7 @@ presses, every step, the action byte GBX's `--actions random --seed S` gives the
 the same step (splitmix64, runtime/src/action_policy.cpp; bit 0 A, 1 B, 2 Select, 3 Start,
 4 Right, 5 Left, 6 Up, 7 Down), held for `--release-after-frames` frames of the step (-1: all).
 """
+
 import argparse
 import datetime
 import hashlib
@@ -82,6 +83,7 @@ def make_ticker(pb, frames):
         return lambda: pb.tick(frames, False)
     except TypeError:
         pass
+
     def tick():  # 1.x: one frame per tick
         for _ in range(frames):
             pb.tick()
@@ -190,7 +192,9 @@ def run_point(rom, envs, steps, warmup, frames, cores, game=None):
     barrier = mp.Barrier(procs + 1)
     results = mp.Queue()
     ps = [
-        mp.Process(target=worker, args=(rom, share[i], steps, warmup, frames, barrier, results, game))
+        mp.Process(
+            target=worker, args=(rom, share[i], steps, warmup, frames, barrier, results, game)
+        )
         for i in range(procs)
     ]
     for p in ps:
@@ -249,19 +253,34 @@ def main(argv):
     ap.add_argument("--gbx-run", default=os.path.join(ROOT, "build", "tools", "gbx-run"))
     ap.add_argument("--envs", default="1,2,8,64", help="comma-separated env counts")
     ap.add_argument("--steps", type=int, default=2000, help="timed steps per env")
-    ap.add_argument("--warmup-steps", type=int, default=150,
-                    help="untimed steps first; PyBoy runs its boot ROM for about 100 frames")
+    ap.add_argument(
+        "--warmup-steps",
+        type=int,
+        default=150,
+        help="untimed steps first; PyBoy runs its boot ROM for about 100 frames",
+    )
     ap.add_argument("--frames-per-step", type=int, default=1)
     ap.add_argument("--cores", type=int, default=os.cpu_count(), help="worker processes at most")
     ap.add_argument("--json", help="sweep file (default artifacts/bench/<utc>_<rom>_pyboy.json)")
-    ap.add_argument("--actions", default="none", choices=("none", "random"),
-                    help="random: GBX's --actions random byte per env per step (see above)")
+    ap.add_argument(
+        "--actions",
+        default="none",
+        choices=("none", "random"),
+        help="random: GBX's --actions random byte per env per step (see above)",
+    )
     ap.add_argument("--seed", type=int, default=1, help="seed of --actions random")
-    ap.add_argument("--release-after-frames", type=int, default=-1,
-                    help="buttons released after N frames of each step (-1: held all step)")
+    ap.add_argument(
+        "--release-after-frames",
+        type=int,
+        default=-1,
+        help="buttons released after N frames of each step (-1: held all step)",
+    )
     ap.add_argument("--schedule", help="JSON [[action, frames], ...] played before the warm-up")
-    ap.add_argument("--skip-boot", action="store_true",
-                    help="tick until the boot ROM has handed over before the schedule")
+    ap.add_argument(
+        "--skip-boot",
+        action="store_true",
+        help="tick until the boot ROM has handed over before the schedule",
+    )
     ap.add_argument("--label", default="pyboy")
     args = ap.parse_args(argv)
     envs = [int(x) for x in args.envs.split(",")]
@@ -285,13 +304,16 @@ def main(argv):
         if args.schedule:
             with open(args.schedule) as f:
                 schedule = [(int(a), int(n)) for a, n in json.load(f)]
-        game = {"random": args.actions == "random", "seed": args.seed,
-                "release_after_frames": args.release_after_frames, "schedule": schedule,
-                "skip_boot": args.skip_boot}
+        game = {
+            "random": args.actions == "random",
+            "seed": args.seed,
+            "release_after_frames": args.release_after_frames,
+            "schedule": schedule,
+            "skip_boot": args.skip_boot,
+        }
     results = []
     for i, n in enumerate(envs):
-        r = run_point(rom, n, args.steps, args.warmup_steps, args.frames_per_step, args.cores,
-                      game)
+        r = run_point(rom, n, args.steps, args.warmup_steps, args.frames_per_step, args.cores, game)
         results.append(r)
         print(
             f"bench pyboy: envs {n} [{i + 1}/{len(envs)}]: {r['total_sps']:.0f} env-steps/s, "
@@ -310,8 +332,12 @@ def main(argv):
         "config": {
             "backend": "pyboy",
             "label": args.label,
-            "rom": {"name": name, "spec": rom, "size": len(data),
-                    "sha256": hashlib.sha256(data).hexdigest()},
+            "rom": {
+                "name": name,
+                "spec": rom,
+                "size": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(),
+            },
             "envs": envs,
             "steps": args.steps,
             "warmup_steps": args.warmup_steps,
@@ -319,8 +345,11 @@ def main(argv):
             "stage": "emulate_only",
             "threads": args.cores,
             "sync_every": 0,
-            "actions": ({"policy": "random", "seed": args.seed} if args.actions == "random"
-                        else {"policy": "none"}),
+            "actions": (
+                {"policy": "random", "seed": args.seed}
+                if args.actions == "random"
+                else {"policy": "none"}
+            ),
             "release_after_frames": args.release_after_frames,
             "schedule": args.schedule,
             "skip_boot": args.skip_boot,
@@ -333,11 +362,15 @@ def main(argv):
     with open(path, "w") as f:
         json.dump(sweep, f, indent=2)
         f.write("\n")
-    print(f"{'envs':>8} {'steps':>8} {'seconds':>9} {'total_sps':>14} {'per_env_sps':>12} "
-          f"{'frames_per_sec':>14} {'procs':>6}")
+    print(
+        f"{'envs':>8} {'steps':>8} {'seconds':>9} {'total_sps':>14} {'per_env_sps':>12} "
+        f"{'frames_per_sec':>14} {'procs':>6}"
+    )
     for r in results:
-        print(f"{r['num_envs']:>8} {r['steps']:>8} {r['seconds']:>9.3f} {r['total_sps']:>14.0f} "
-              f"{r['per_env_sps']:>12.1f} {r['frames_per_sec']:>14.0f} {r['threads']:>6}")
+        print(
+            f"{r['num_envs']:>8} {r['steps']:>8} {r['seconds']:>9.3f} {r['total_sps']:>14.0f} "
+            f"{r['per_env_sps']:>12.1f} {r['frames_per_sec']:>14.0f} {r['threads']:>6}"
+        )
     print(f"sweep: {path}")
     return 0
 

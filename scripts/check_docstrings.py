@@ -6,6 +6,7 @@ with "_", the names those modules list in their own `__all__` (or, without one, 
 without a leading "_"), and the public methods and properties of every public class. Read
 statically with griffe (the package need not be built; `_native.pyi` stands for the module).
 """
+
 from __future__ import annotations
 
 import sys
@@ -55,8 +56,11 @@ def public_names(module) -> list[str]:
     exported = module.exports
     if exported is not None:
         return [e if isinstance(e, str) else e.name for e in exported]
-    return [n for n, m in module.members.items() if not n.startswith("_") and not m.is_alias
-            and (m.is_function or m.is_class)]
+    return [
+        n
+        for n, m in module.members.items()
+        if not n.startswith("_") and not m.is_alias and (m.is_function or m.is_class)
+    ]
 
 
 modules = [pkg] + [m for n, m in pkg.modules.items() if not n.startswith("_")]

@@ -6,6 +6,7 @@
 - the public-suite counts it quotes equal those of tests/data/public_suites.tsv (the file
   test_public_suites holds the suites to), so the numbers cannot go stale.
 """
+
 from __future__ import annotations
 
 import re
@@ -21,7 +22,7 @@ lines = readme.splitlines()
 if len(lines) > 250:
     errors.append(f"README.md has {len(lines)} lines (at most 250: move the detail into docs/)")
 blocks = re.findall(r"```sh\n(.*?)```", readme, re.S)
-commands = [l for l in (blocks[0].splitlines() if blocks else []) if l and not l.startswith("#")]
+commands = [c for c in (blocks[0].splitlines() if blocks else []) if c and not c.startswith("#")]
 if commands != ["scripts/demo.sh", "scripts/test.sh"]:
     errors.append(f"README.md's first code block must be the two set-up commands, found {commands}")
 
@@ -39,7 +40,8 @@ for row in (root / "tests/data/public_suites.tsv").read_text().splitlines():
         continue
     rom, verdict = row.split("\t")[:2]
     suite = {"mooneye": "mooneye", "blargg": "blargg", "mealybug": "Mealybug"}.get(
-        rom.split("/")[0], "dmg-acid2" if "acid2" in rom else rom.split("/")[0])
+        rom.split("/")[0], "dmg-acid2" if "acid2" in rom else rom.split("/")[0]
+    )
     if verdict == "SKIP":
         continue
     total[suite] += 1
@@ -50,7 +52,9 @@ for suite in total:
     if suite not in quoted:
         errors.append(f"README.md does not quote the {suite} count ({want})")
     elif quoted[suite] != want:
-        errors.append(f"README.md says {suite} {quoted[suite]}, tests/data/public_suites.tsv says {want}")
+        errors.append(
+            f"README.md says {suite} {quoted[suite]}, tests/data/public_suites.tsv says {want}"
+        )
 
 if errors:
     print("\n".join(f"check_readme: {e}" for e in errors), file=sys.stderr)

@@ -5,6 +5,7 @@
 
 Walks every subcommand (CLI11 lists them under "Subcommands:") of gbx-run and gbx-synth.
 """
+
 from __future__ import annotations
 
 import re

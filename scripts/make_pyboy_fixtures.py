@@ -29,6 +29,7 @@ and whether they agree (tests/python/pyboy_fixture_table.py; the tests fail when
 is stale). --live runs the built-in ROMs in PyBoy, imports each at a frame and runs both on
 (gbx.pyboy_compat.compare_with_pyboy), and writes the `pyboy-live-table` section.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -169,21 +170,30 @@ def sweep(name: str, lag: int | None) -> int:
     """Imports fixture `name` at every one of its hook addresses (not only the first that
     meets its condition), runs PyBoy and GBX on 3 frames, and counts the capture points whose
     result bytes differ after frame 1 or 3. `lag` overrides pyboy_compat.ACCESS_LAG."""
-    import numpy as np
-
     import gbx
     import gbx.pyboy_compat as pc
+    import numpy as np
 
     if lag is not None:
         pc.ACCESS_LAG = lag
     fx = roms.by_name(name)
     if fx.capture[0] != "hook":
-        raise SystemExit(f"error: {name} is captured after whole frames; --sweep takes a hooked fixture")
-    env = gbx.VecEnv(fx.rom, num_envs=1, frames_per_step=1, release_after_frames=1, obs="vec", reward="0", copy=True)
+        raise SystemExit(
+            f"error: {name} is captured after whole frames; --sweep takes a hooked fixture"
+        )
+    env = gbx.VecEnv(
+        fx.rom,
+        num_envs=1,
+        frames_per_step=1,
+        release_after_frames=1,
+        obs="vec",
+        reward="0",
+        copy=True,
+    )
     noop, bad = np.zeros(1, np.int32), 0
     for addr in fx.capture[1]:
         pb, got = _pyboy(fx.rom), []
-        pb.hook_register(0, addr, lambda _: got or got.append(_save(pb)), None)
+        pb.hook_register(0, addr, lambda _, got=got, pb=pb: got or got.append(_save(pb)), None)
         while not got:
             pb.tick(1, False)
         pb.hook_deregister(0, addr)
@@ -202,7 +212,9 @@ def sweep(name: str, lag: int | None) -> int:
             bad += 1
             print(f"hook {addr:#06x}: GBX {have} PyBoy {want}")
     env.close()
-    print(f"{name}, access lag {pc.ACCESS_LAG}: {bad} of {len(fx.capture[1])} capture points differ")
+    print(
+        f"{name}, access lag {pc.ACCESS_LAG}: {bad} of {len(fx.capture[1])} capture points differ"
+    )
     return bad
 
 
@@ -216,7 +228,9 @@ def write_fixtures(names: list[str]) -> None:
 
         have = version("pyboy")
     if have != want:
-        raise SystemExit(f"error: PyBoy {have} is installed; the fixtures are made with {want} (pyproject.toml)")
+        raise SystemExit(
+            f"error: PyBoy {have} is installed; the fixtures are made with {want} (pyproject.toml)"
+        )
     for fx in roms.fixtures():
         if names and fx.name not in names:
             continue
@@ -224,17 +238,37 @@ def write_fixtures(names: list[str]) -> None:
         gz = DATA / f"{fx.name}.pyboy.state.gz"
         gz.write_bytes(gzip.compress(out["state"], 9, mtime=0))
         (DATA / f"{fx.name}.pyboy.json").write_text(json.dumps(out["json"], indent=1) + "\n")
-        print(f"{fx.name:<22} {len(out['state']):7d} bytes, {gz.stat().st_size:6d} gzipped  capture {out['json']['capture']}")
+        print(
+            f"{fx.name:<22} {len(out['state']):7d} bytes, {gz.stat().st_size:6d} gzipped  capture {out['json']['capture']}"
+        )
 
 
 # -- README table -------------------------------------------------------------------------------
 
-IMPORT_TABLE = "pyboy-import-table"  # README markers: <!-- NAME: begin ... --> ... <!-- NAME: end -->
+IMPORT_TABLE = (
+    "pyboy-import-table"  # README markers: <!-- NAME: begin ... --> ... <!-- NAME: end -->
+)
 LIVE_TABLE = "pyboy-live-table"
 # The built-in ROMs of README's live comparison (python -m gbx.pyboy_compat).
-LIVE_ROMS = ["ALU_LOOP", "MEM_RWB", "SERIAL_HELLO", "IRQ_TIMER", "IRQ_PRIORITY", "HALT_BUG", "EI_DELAY",
-             "MBC1_BANKS", "TIMER_RELOAD", "PPU_MODES", "PPU_TIMING", "STAT_BLOCK", "DMA_CONFLICT", "IE_PUSH",
-             "APU_REGS", "JOYPAD_IRQ", "PPU_BENCH"]
+LIVE_ROMS = [
+    "ALU_LOOP",
+    "MEM_RWB",
+    "SERIAL_HELLO",
+    "IRQ_TIMER",
+    "IRQ_PRIORITY",
+    "HALT_BUG",
+    "EI_DELAY",
+    "MBC1_BANKS",
+    "TIMER_RELOAD",
+    "PPU_MODES",
+    "PPU_TIMING",
+    "STAT_BLOCK",
+    "DMA_CONFLICT",
+    "IE_PUSH",
+    "APU_REGS",
+    "JOYPAD_IRQ",
+    "PPU_BENCH",
+]
 
 
 def live_table(import_frame: int, frames: int) -> str:
@@ -245,16 +279,24 @@ def live_table(import_frame: int, frames: int) -> str:
     for name in LIVE_ROMS:
         r = pc.compare_with_pyboy(f"builtin:{name}", import_frame, frames)
         at = "equal" if not r["import_diff"] else "DIFFERS: " + "; ".join(r["import_diff"])
-        div = "none" if r["first_divergence"] is None else (
-            f"`frame {r['first_divergence']}: " + "; ".join(r["diff"][:4]) + "` (PyBoy/GBX)")
+        div = (
+            "none"
+            if r["first_divergence"] is None
+            else (f"`frame {r['first_divergence']}: " + "; ".join(r["diff"][:4]) + "` (PyBoy/GBX)")
+        )
         lines.append(f"| {name} | {at} | {div} |")
         print(lines[-1], flush=True)
-    return f"Measured by `scripts/make_pyboy_fixtures.py --live` (PyBoy {pinned_pyboy()}, import at frame " \
-           f"{import_frame}, then {frames} frames):\n\n" + "\n".join(lines) + "\n"
+    return (
+        f"Measured by `scripts/make_pyboy_fixtures.py --live` (PyBoy {pinned_pyboy()}, import at frame "
+        f"{import_frame}, then {frames} frames):\n\n" + "\n".join(lines) + "\n"
+    )
 
 
 def write_section(readme: pathlib.Path, marker: str, body: str) -> None:
-    begin, end = f"<!-- {marker}: begin (generated by scripts/make_pyboy_fixtures.py) -->", f"<!-- {marker}: end -->"
+    begin, end = (
+        f"<!-- {marker}: begin (generated by scripts/make_pyboy_fixtures.py) -->",
+        f"<!-- {marker}: end -->",
+    )
     text = readme.read_text()
     if begin not in text or end not in text:
         raise SystemExit(f"error: {readme} has no '{begin}' ... '{end}' markers")
@@ -267,14 +309,25 @@ def write_section(readme: pathlib.Path, marker: str, body: str) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("names", nargs="*", help="fixtures to (re)make (default: all)")
-    ap.add_argument("--table", action="store_true", help="write README's import table from the fixtures (no PyBoy)")
-    ap.add_argument("--live", action="store_true",
-                    help="write README's live comparison table (PyBoy runs the built-in ROMs)")
+    ap.add_argument(
+        "--table",
+        action="store_true",
+        help="write README's import table from the fixtures (no PyBoy)",
+    )
+    ap.add_argument(
+        "--live",
+        action="store_true",
+        help="write README's live comparison table (PyBoy runs the built-in ROMs)",
+    )
     ap.add_argument("--import-frame", type=int, default=120)
     ap.add_argument("--frames", type=int, default=300)
     ap.add_argument("--readme", default=str(ROOT / "docs" / "guide" / "pyboy-states.md"))
-    ap.add_argument("--sweep", metavar="NAME", help="import a hooked fixture at each of its hooks (needs PyBoy)")
-    ap.add_argument("--lag", type=int, help="with --sweep: the access lag to try instead of ACCESS_LAG")
+    ap.add_argument(
+        "--sweep", metavar="NAME", help="import a hooked fixture at each of its hooks (needs PyBoy)"
+    )
+    ap.add_argument(
+        "--lag", type=int, help="with --sweep: the access lag to try instead of ACCESS_LAG"
+    )
     a = ap.parse_args()
     os.chdir(ROOT)
     if a.sweep:

@@ -4,6 +4,7 @@
 Called by `gbx-run report`; runs with Debian's python3 (python3-matplotlib).
 Exit status: 0 plot written, 2 bad input, 3 matplotlib missing.
 """
+
 import argparse
 import json
 import sys

@@ -7,7 +7,7 @@ PACKAGES=(
   llvm-14-dev libclang-14-dev libclang-cpp14-dev clang-14
   nlohmann-json3-dev doctest-dev libcli11-dev libssl-dev libpng-dev
   libmgba-dev python3 python3-matplotlib python3-dev python3-venv
-  sdcc xvfb
+  sdcc xvfb clang-format
 )
 # No CUDA toolkit: GBX loads the NVIDIA driver and NVRTC at run time (from a toolkit if one is
 # installed, else from PyPI's wheel: `pip install nvidia-cuda-nvrtc`), and builds without

@@ -15,6 +15,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
+# 0. Formatting and lint first: seconds, and a failure here needs no build to read.
+echo "== test: lint (clang-format, ruff)"
+"$root/scripts/lint.sh"
 "$root/scripts/build.sh"
 build=${GBX_BUILD_DIR:-$root/build}
 # Tests compile kernels into a cache inside the build dir, never the user's cache.

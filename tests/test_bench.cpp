@@ -345,8 +345,8 @@ TEST_CASE("bench --load-state: every env starts from a state made by run --actio
   CAPTURE(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(read_json(out)["config"]["load_state"] == state.string());
-  check_one_line_error(run_command(bench + "--load-state '" + (d.path / "nope").string() + "'"),
-                       1, "nope");
+  check_one_line_error(run_command(bench + "--load-state '" + (d.path / "nope").string() + "'"), 1,
+                       "nope");
   const auto st = run_command(tool("gbx-run") +
                               " bench-stages --rom builtin:JOYPAD_IRQ --envs 2 --rounds 1 "
                               "--steps-per-round 1 --warmup-steps 0 --threads 1 --variants "

@@ -1,10 +1,10 @@
 // Settled screens of the two games in ../shared/games (zlib licence, not in the repo): GBX's
 // screen hash at checkpoints, checked in, so CI holds GBX to them; where the Gambatte core is
 // installed it must show the same screens there. The first frame after each LCD on is blank
-// (Pan Docs "LCDC.7"; docs/machine/accuracy.md): 2048's step 9 and libbet's step 326 under hold:8:16
-// are such frames, all shade 0, and the steps after them the first drawn frames. Without the
-// games the case skips, saying why (skip.h); without
-// the core only GBX's side is checked (said in a note, not a skip, so a GBX failure shows).
+// (Pan Docs "LCDC.7"; docs/machine/accuracy.md): 2048's step 9 and libbet's step 326 under
+// hold:8:16 are such frames, all shade 0, and the steps after them the first drawn frames. Without
+// the games the case skips, saying why (skip.h); without the core only GBX's side is checked (said
+// in a note, not a skip, so a GBX failure shows).
 #include <doctest/doctest.h>
 
 #include "test_reference_util.h"

@@ -126,8 +126,7 @@ TEST_CASE("ptxas report parser: sm_90 form, empty and foreign input") {
 
 TEST_CASE("nvrtc options list is ordered and stable") {
   NvrtcOptions opts;
-  std::vector<std::string> expected = {"--std=c++17",        "-default-device",
-                                       "--restrict",         "-lineinfo",
+  std::vector<std::string> expected = {"--std=c++17", "-default-device", "--restrict", "-lineinfo",
                                        "--ptxas-options=-v"};
   // NVRTC's own compile cache is off wherever the loaded NVRTC can switch it off (12.9+).
   if (nvrtc_has_no_cache_option()) expected.push_back("--no-cache");

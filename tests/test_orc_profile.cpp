@@ -1,13 +1,12 @@
 // GBX_JIT_PROFILE=1: the ORC JIT writes /tmp/perf-<pid>.map naming every function of each
 // linked module, and the entry points the engine returns lie inside their named ranges.
 #include <doctest/doctest.h>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -94,9 +93,10 @@ TEST_CASE("a process writes a perf map only under GBX_JIT_PROFILE") {
 
 TEST_CASE("gdb breaks in a JIT kernel and prints template lines (GDB JIT interface)") {
   if (std::system("gdb --version >/dev/null 2>&1") != 0) GBX_SKIP("no gdb");
-  const std::string cmd = "GBX_JIT_PROFILE=1 gdb -nx -batch -ex 'set breakpoint pending on' "
-                          "-ex 'break gbx_step' -ex run -ex bt --args " +
-                          kGbxRun + " run --rom builtin:ALU_LOOP --frames 1 2>&1";
+  const std::string cmd =
+      "GBX_JIT_PROFILE=1 gdb -nx -batch -ex 'set breakpoint pending on' "
+      "-ex 'break gbx_step' -ex run -ex bt --args " +
+      kGbxRun + " run --rom builtin:ALU_LOOP --frames 1 2>&1";
   std::FILE* f = popen(cmd.c_str(), "r");
   REQUIRE(f != nullptr);
   std::string out;

@@ -157,22 +157,22 @@ void check_golden(const std::string& name, const Screen& model) {
   // Both pixel models: these scenes change registers only outside mode 3, where the FIFO
   // (ppu=fifo) must draw what the scanline renderer draws.
   for (PpuModel ppu : {PpuModel::Line, PpuModel::Fifo}) {
-  CAPTURE(to_string(ppu));
-  BackendConfig cfg;
-  cfg.ppu = ppu;
-  const Screen got = screen_after(name, 10, cfg);
-  const int at = first_difference(screen_image(got).pixels, golden->pixels);
-  const std::string where = name + " (ppu=" + std::string(to_string(ppu)) +
-                            "): first difference at x=" + std::to_string(at % 160) +
-                            " y=" + std::to_string(at / 160) + " got shade " +
-                            std::to_string(at >= 0 ? got[at] : 0) + " want " +
-                            std::to_string(at >= 0 ? model[at] : 0);
-  if (at >= 0) {  // the picture beside the build, for a look
-    const auto out = std::filesystem::path(GBX_TEST_BUILD_DIR) /
-                     (name + "." + std::string(to_string(ppu)) + ".got.png");
-    (void)write_png(out.string(), screen_image(got));
-  }
-  CHECK_MESSAGE(at < 0, where);
+    CAPTURE(to_string(ppu));
+    BackendConfig cfg;
+    cfg.ppu = ppu;
+    const Screen got = screen_after(name, 10, cfg);
+    const int at = first_difference(screen_image(got).pixels, golden->pixels);
+    const std::string where = name + " (ppu=" + std::string(to_string(ppu)) +
+                              "): first difference at x=" + std::to_string(at % 160) +
+                              " y=" + std::to_string(at / 160) + " got shade " +
+                              std::to_string(at >= 0 ? got[at] : 0) + " want " +
+                              std::to_string(at >= 0 ? model[at] : 0);
+    if (at >= 0) {  // the picture beside the build, for a look
+      const auto out = std::filesystem::path(GBX_TEST_BUILD_DIR) /
+                       (name + "." + std::string(to_string(ppu)) + ".got.png");
+      (void)write_png(out.string(), screen_image(got));
+    }
+    CHECK_MESSAGE(at < 0, where);
   }
 }
 
@@ -259,28 +259,30 @@ TEST_CASE("pixels: the framebuffer is the last complete frame whatever the step 
   // what the scanline renderer draws (PPU_BENCH writes no register during mode 3).
   std::map<int, Screen> line_screens;
   for (PpuModel ppu : {PpuModel::Line, PpuModel::Fifo})
-  for (int total : {48, 49}) {
-    CAPTURE(to_string(ppu));
-    CAPTURE(total);
-    std::vector<Screen> got;
-    for (int fps : {1, 7, 24, total}) {
-      if (total % fps) continue;
-      BackendConfig cfg;
-      cfg.num_envs = 2;
-      cfg.stage = Stage::ObsOnly;
-      cfg.obs = ObsKind::Pixels;
-      cfg.frames_per_step = fps;
-      cfg.ppu = ppu;
-      auto be = make("builtin:PPU_BENCH", cfg);
-      for (int i = 0; i < total / fps; ++i) REQUIRE(be->step({}).ok());
-      got.push_back(be->read_screen(1).value());
+    for (int total : {48, 49}) {
+      CAPTURE(to_string(ppu));
+      CAPTURE(total);
+      std::vector<Screen> got;
+      for (int fps : {1, 7, 24, total}) {
+        if (total % fps) continue;
+        BackendConfig cfg;
+        cfg.num_envs = 2;
+        cfg.stage = Stage::ObsOnly;
+        cfg.obs = ObsKind::Pixels;
+        cfg.frames_per_step = fps;
+        cfg.ppu = ppu;
+        auto be = make("builtin:PPU_BENCH", cfg);
+        for (int i = 0; i < total / fps; ++i) REQUIRE(be->step({}).ok());
+        got.push_back(be->read_screen(1).value());
+      }
+      REQUIRE(got.size() >= 2);
+      for (size_t k = 1; k < got.size(); ++k) CHECK(first_difference(got[k], got[0]) < 0);
+      CHECK(got[0] != Screen(160 * 144, 0));
+      if (ppu == PpuModel::Line)
+        line_screens[total] = got[0];
+      else
+        CHECK(first_difference(got[0], line_screens[total]) < 0);
     }
-    REQUIRE(got.size() >= 2);
-    for (size_t k = 1; k < got.size(); ++k) CHECK(first_difference(got[k], got[0]) < 0);
-    CHECK(got[0] != Screen(160 * 144, 0));
-    if (ppu == PpuModel::Line) line_screens[total] = got[0];
-    else CHECK(first_difference(got[0], line_screens[total]) < 0);
-  }
 }
 
 TEST_CASE("pixels: a shorter call after a longer one shows the whole frame it completes") {

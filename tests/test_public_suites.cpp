@@ -248,8 +248,9 @@ TEST_CASE("public suites: every DMG-applicable ROM against tests/data/public_sui
 
 // ppu=fifo: the suites that look at the PPU. Mooneye's results must include every one the
 // line renderer passes (its mode-3 timing is the same, hw/ppu.h), the screens are the FIFO's.
-TEST_CASE("public suites: mooneye, dmg-acid2 and Mealybug with ppu=fifo against "
-          "tests/data/public_suites_fifo.tsv") {
+TEST_CASE(
+    "public suites: mooneye, dmg-acid2 and Mealybug with ppu=fifo against "
+    "tests/data/public_suites_fifo.tsv") {
   const fs::path root = testroms_dir();
   if (!fs::is_directory(root)) {
     GBX_SKIP("no test ROMs at " + root.string() + " (../shared/testroms; or set GBX_TESTROMS_DIR)");

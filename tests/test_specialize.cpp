@@ -530,7 +530,7 @@ TEST_CASE("a specialization that fails is an error from finish_tier_up, the inte
   CHECK(st.error().kind == ErrorKind::Compile);
   CHECK(st.error().message.find("the ROM-specialized kernel failed: ") == 0);
   CHECK(dut.value()->specialize_status().rfind("failed: ", 0) == 0);
-  CHECK(dut.value()->step({}).ok());  // still the interpreter
+  CHECK(dut.value()->step({}).ok());                // still the interpreter
   CHECK_FALSE(dut.value()->finish_tier_up().ok());  // asked again: the same failure
 }
 

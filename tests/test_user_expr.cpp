@@ -140,7 +140,9 @@ struct ExprRun {
   void set_wram(int env, uint16_t addr, const std::vector<uint8_t>& bytes) {
     state.write_env_mem(env, GBX_MEM_WRAM + (addr - 0xC000u), bytes.data(), bytes.size());
   }
-  float tracked(int env, int i) const { return state.soa().user_prev[env * GBX_USER_TRACK_MAX + i]; }
+  float tracked(int env, int i) const {
+    return state.soa().user_prev[env * GBX_USER_TRACK_MAX + i];
+  }
 };
 
 // The reference: written from the documented semantics, not from the template.
@@ -182,8 +184,8 @@ TEST_CASE("compiled popcount / sum / bcd equal a reference over random RAM") {
   std::string done = "";
   for (int e = 0; e < envs; e += 2) {
     const int64_t v = ref_bcd(wram[e], 0x500, 8);
-    done += (done.empty() ? "" : " || ") + std::string("bcd(0xC500, 8) == ") + std::to_string(v) +
-            "u";
+    done +=
+        (done.empty() ? "" : " || ") + std::string("bcd(0xC500, 8) == ") + std::to_string(v) + "u";
   }
   p.done_expr = done;
   p.reward_expr = "bcd(0xC500, 8) / 10000000000.0";
@@ -200,7 +202,8 @@ TEST_CASE("compiled popcount / sum / bcd equal a reference over random RAM") {
     CHECK(run.reward[e] == doctest::Approx((double)ref_bcd(wram[e], 0x500, 8) / 1e10));
     // Even envs' values are in the list; an odd env matches only if its value equals one.
     bool in_list = false;
-    for (int o = 0; o < envs; o += 2) in_list |= ref_bcd(wram[o], 0x500, 8) == ref_bcd(wram[e], 0x500, 8);
+    for (int o = 0; o < envs; o += 2)
+      in_list |= ref_bcd(wram[o], 0x500, 8) == ref_bcd(wram[e], 0x500, 8);
     CHECK(run.done[e] == (in_list ? 1 : 0));
     matched += run.done[e];
   }
@@ -227,7 +230,8 @@ TEST_CASE("compiled seen(): exact up to its capacity, key 0 included, cleared wi
   std::vector<uint32_t> set;
   for (size_t i = 0; i < std::size(keys); ++i) {
     const uint32_t k = keys[i];
-    run.set_wram(0, 0xC000, {(uint8_t)k, (uint8_t)(k >> 8), (uint8_t)(k >> 16), (uint8_t)(k >> 24)});
+    run.set_wram(0, 0xC000,
+                 {(uint8_t)k, (uint8_t)(k >> 8), (uint8_t)(k >> 16), (uint8_t)(k >> 24)});
     run.set_wram(1, 0xC000, {7, 0, 0, 0});
     const size_t before = set.size();
     const bool fresh = std::find(set.begin(), set.end(), k) == set.end() && set.size() < 5;

@@ -223,7 +223,10 @@ void register_bench(CLI::App& app, Commands& cmds) {
   c->add_option("--json", b.json_path, "write the sweep here instead of OUT/bench/");
   c->add_option("--out", b.out, "output root")->capture_default_str();
   c->add_flag("--rtc-lock", b.rtc_lock, "freeze cartridge clocks (MBC3 RTC)");
-  c->add_option("--ppu", b.ppu, "pixel model: line (each line drawn at one dot) | fifo (the dot-by-dot pixel FIFO)")->check(CLI::IsMember({"line", "fifo"}))->capture_default_str();
+  c->add_option("--ppu", b.ppu,
+                "pixel model: line (each line drawn at one dot) | fifo (the dot-by-dot pixel FIFO)")
+      ->check(CLI::IsMember({"line", "fifo"}))
+      ->capture_default_str();
   c->add_option("--layout", b.layout,
                 "per-env memory layout: env_major | interleaved (byte-interleaved across envs)")
       ->capture_default_str();

@@ -51,11 +51,11 @@ struct RunOptions {
   std::string read_mem_raw;  // LO:HI, cartridge RAM as held even when disabled
   std::string obs = "vec";
   std::string obs_format = "full";
-  std::string screenshot;           // PNG of env `env`'s last frame
-  std::string screenshot_grid;      // PNG tiling the first grid_envs envs' last frames
-  int grid_envs = 0;                // 0: min(envs, 64)
-  std::string load_state;           // every env starts from this save state
-  std::string actions;              // "" = --action; else random | none | FILE (action_policy.h)
+  std::string screenshot;       // PNG of env `env`'s last frame
+  std::string screenshot_grid;  // PNG tiling the first grid_envs envs' last frames
+  int grid_envs = 0;            // 0: min(envs, 64)
+  std::string load_state;       // every env starts from this save state
+  std::string actions;          // "" = --action; else random | none | FILE (action_policy.h)
   unsigned long long action_seed = 1;
   std::string save_state;           // env `env`'s state at the end goes here
   std::string specialize = "off";   // off | profile:FILE | auto[:N] (ROM-specialized kernel)
@@ -396,7 +396,10 @@ void register_run(CLI::App& app, Commands& cmds) {
   r->add_flag("--serial", run.serial, "print each env's serial output");
   r->add_flag("--verbose", run.verbose, "backend logs");
   r->add_flag("--rtc-lock", run.rtc_lock, "freeze cartridge clocks (MBC3 RTC)");
-  r->add_option("--ppu", run.ppu, "pixel model: line (each line drawn at one dot) | fifo (the dot-by-dot pixel FIFO)")->check(CLI::IsMember({"line", "fifo"}))->capture_default_str();
+  r->add_option("--ppu", run.ppu,
+                "pixel model: line (each line drawn at one dot) | fifo (the dot-by-dot pixel FIFO)")
+      ->check(CLI::IsMember({"line", "fifo"}))
+      ->capture_default_str();
   r->add_option("--layout", run.layout,
                 "per-env memory layout: env_major | interleaved (byte-interleaved across envs)")
       ->capture_default_str();

@@ -73,9 +73,9 @@ int cmd_testrom(const TestRomCli& c) {
     o.expect_png = plan.expect_png;
     if (!c.screen_out.empty()) {
       std::filesystem::create_directories(c.screen_out);
-      o.screen_out =
-          (std::filesystem::path(c.screen_out) / (std::filesystem::path(path).stem().string() +
-                                                  ".png")).string();
+      o.screen_out = (std::filesystem::path(c.screen_out) /
+                      (std::filesystem::path(path).stem().string() + ".png"))
+                         .string();
     }
     auto r = run_test_rom(rom.value(), o);
     if (!r) {
@@ -120,7 +120,10 @@ void register_testrom(CLI::App& app, Commands& cmds) {
                 "auto (from the ROM's path: mooneye, blargg, dmg-acid2, mealybug folders; "
                 "else any) | mooneye | blargg | image | any (the first convention the ROM shows)")
       ->capture_default_str();
-  t->add_option("--ppu", cli.ppu, "pixel model: line (each line drawn at one dot) | fifo (the dot-by-dot pixel FIFO)")->check(CLI::IsMember({"line", "fifo"}))->capture_default_str();
+  t->add_option("--ppu", cli.ppu,
+                "pixel model: line (each line drawn at one dot) | fifo (the dot-by-dot pixel FIFO)")
+      ->check(CLI::IsMember({"line", "fifo"}))
+      ->capture_default_str();
   t->add_option("--screen-out", cli.screen_out,
                 "image tests: also write each ROM's screen at LD B,B to DIR/<rom name>.png");
   t->add_flag("--verbose", cli.verbose, "backend logs");

@@ -151,7 +151,9 @@ void register_verify(CLI::App& app, Commands& cmds) {
       ->capture_default_str();
   c->add_option("--seed", v.seed, "seed for reset, seeded_random and hold")->capture_default_str();
   c->add_flag("--rtc-lock", v.rtc_lock, "freeze cartridge clocks (MBC3 RTC) in the kernels");
-  c->add_option("--ppu", v.ppu, "pixel model of the kernel backends: line | fifo")->check(CLI::IsMember({"line", "fifo"}))->capture_default_str();
+  c->add_option("--ppu", v.ppu, "pixel model of the kernel backends: line | fifo")
+      ->check(CLI::IsMember({"line", "fifo"}))
+      ->capture_default_str();
   c->add_option("--layout", v.layout,
                 "per-env memory layout of the kernels: env_major | interleaved")
       ->capture_default_str();

@@ -15,8 +15,8 @@ using Commands = std::vector<std::pair<CLI::App*, std::function<int()>>>;
 void register_run(CLI::App& app, Commands& cmds);
 void register_rom(CLI::App& app, Commands& cmds);
 void register_conformance(CLI::App& app, Commands& cmds);
-void register_verify(CLI::App& app, Commands& cmds);  // cmd_verify.cpp
-void register_bench(CLI::App& app, Commands& cmds);   // cmd_bench.cpp (bench + report)
+void register_verify(CLI::App& app, Commands& cmds);     // cmd_verify.cpp
+void register_bench(CLI::App& app, Commands& cmds);      // cmd_bench.cpp (bench + report)
 void register_cuda_info(CLI::App& app, Commands& cmds);  // cmd_cuda_info.cpp
 void register_testrom(CLI::App& app, Commands& cmds);    // cmd_testrom.cpp
 

@@ -539,7 +539,10 @@ void add_kernel_options(CLI::App* c, KernelOptions& o, bool stage_all) {
   c->add_option("--layout", o.layout,
                 "per-env memory layout: env_major | interleaved (byte-interleaved across envs)")
       ->capture_default_str();
-  c->add_option("--ppu", o.ppu, "pixel model: line (each line drawn at one dot) | fifo (the dot-by-dot pixel FIFO)")->check(CLI::IsMember({"line", "fifo"}))->capture_default_str();
+  c->add_option("--ppu", o.ppu,
+                "pixel model: line (each line drawn at one dot) | fifo (the dot-by-dot pixel FIFO)")
+      ->check(CLI::IsMember({"line", "fifo"}))
+      ->capture_default_str();
   c->add_option("--obs", o.obs, "what obs stages write: vec (obs_v0) | pixels")
       ->capture_default_str();
   c->add_option("--obs-format", o.obs_format, "pixels: full | half | packed")

@@ -180,8 +180,7 @@ class Generator {
   // bank's address in the ROM.
   Result<std::string> hook_defines() const {
     if (params_.hooks.size() > kMaxHooks)
-      return make_error(ErrorKind::Usage, "at most " + std::to_string(kMaxHooks) +
-                                              " hooks (got " +
+      return make_error(ErrorKind::Usage, "at most " + std::to_string(kMaxHooks) + " hooks (got " +
                                               std::to_string(params_.hooks.size()) + ")");
     std::string out = "#define GBX_HOOK_COUNT " + std::to_string(params_.hooks.size()) + "u\n";
     // A 32-bit filter on the address's low 5 bits first: most fetches pay one shift and test.
@@ -243,9 +242,8 @@ class Generator {
                         if (site == "CB_DISPATCH") return dispatch(true);
                         if (site == "POST_STEP_DISPATCH") return epilogs();
                         if (site == "PPU_FIFO")
-                          return params_.ppu == PpuModel::Fifo
-                                     ? include_file("hw/ppu_fifo.h")
-                                     : Result<std::string>(std::string());
+                          return params_.ppu == PpuModel::Fifo ? include_file("hw/ppu_fifo.h")
+                                                               : Result<std::string>(std::string());
                         if (site == "SPECIALIZED_BLOCKS")
                           return params_.specialize ? specialized_blocks(*params_.specialize)
                                                     : Result<std::string>(std::string());

@@ -31,7 +31,6 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
-
 #include <unistd.h>
 
 #include <chrono>
@@ -381,8 +380,7 @@ class Jit {
     return instance;
   }
 
-  Result<void*> load(const std::string& key, const std::string& object,
-                     const std::string& symbol) {
+  Result<void*> load(const std::string& key, const std::string& object, const std::string& symbol) {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = symbols_.find(key + "/" + symbol); it != symbols_.end()) return it->second;
     llvm::orc::JITDylib* jd = nullptr;

@@ -72,8 +72,8 @@ bool expr_names(const std::string& text, const std::string& name) {
 }
 
 Result<std::string> prepare_user_expr(const std::string& text, const std::string& what,
-                                      const UserExprView& view, int num_tracked,
-                                      bool allow_tracked, int num_hooks) {
+                                      const UserExprView& view, int num_tracked, bool allow_tracked,
+                                      int num_hooks) {
   auto fail = [&](int line, int col, const std::string& why) {
     return make_error(ErrorKind::Usage,
                       "<" + what + ">:" + std::to_string(line) + ":" + std::to_string(col) + ": " +

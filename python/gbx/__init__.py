@@ -11,6 +11,7 @@ Kernels are synthesized from the templates shipped inside this package (``gbx/te
 and compiled at run time (clang + ORC for the CPU), cached under ``$GBX_CACHE_DIR`` (else
 ``$XDG_CACHE_HOME/gbx``, else ``~/.cache/gbx``).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,16 +23,14 @@ from . import _native
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 _native.set_template_root(str(TEMPLATE_DIR))
 
-from ._native import CompileError, NoDeviceError  # noqa: E402
-from .actions import CODECS  # noqa: E402
-from .vec_env import RomWarning, VecEnv  # noqa: E402
-from . import ramsearch  # noqa: E402
-from .ramsearch import RamSearch  # noqa: E402
-from .video import record_video  # noqa: E402
-from . import expressions  # noqa: E402
-from .scripting import Script, ScriptError, ScriptTimeout, script  # noqa: E402
-from . import games  # noqa: E402
-from .games import make  # noqa: E402
+from . import expressions, games, ramsearch
+from ._native import CompileError, NoDeviceError
+from .actions import CODECS
+from .games import make
+from .ramsearch import RamSearch
+from .scripting import Script, ScriptError, ScriptTimeout, script
+from .vec_env import RomWarning, VecEnv
+from .video import record_video
 
 # gymnasium.make_vec("gbx/GameBoy-v0", num_envs=N, rom=...) builds a VecEnv (Gymnasium 1.x:
 # an id with only a vector entry point is made by calling it with num_envs and the kwargs).

@@ -1,5 +1,6 @@
 """Type stubs for gbx._native (python/src/native.cpp)."""
-from typing import Sequence
+
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -139,5 +140,6 @@ SAVE_STATE_VERSION: int
 
 def post_boot_state(rom: str, rom_bytes: bytes = b"") -> bytes:
     """The DMG post-boot state of `rom` as a GBX save-state blob (no kernel is compiled)."""
+
 def rom_bytes(rom: str) -> bytes:
     """The bytes of a ROM spec (path or builtin:NAME)."""

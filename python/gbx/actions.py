@@ -26,6 +26,7 @@ does not matter), each one action, ``"noop"`` for none and ``"+"`` for buttons p
 together, e.g. ``actions=("up", "down", "left", "right")`` is ``Discrete(4)`` and
 ``("noop", "a", "b+left")`` is ``Discrete(3)``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -90,7 +91,8 @@ def button_mask(label: str) -> int:
         if name not in BUTTON_NAMES:
             raise ValueError(
                 f"unknown button {part.strip()!r} in {label!r} (buttons: "
-                f"{', '.join(n.lower() for n in BUTTON_NAMES)}, or noop)")
+                f"{', '.join(n.lower() for n in BUTTON_NAMES)}, or noop)"
+            )
         mask |= 1 << BUTTON_NAMES.index(name)
     return mask
 
@@ -106,7 +108,8 @@ def get_codec(name):
     if not isinstance(name, str) or name not in CODECS:
         raise ValueError(
             f"unknown action codec {name!r} (choose one of {', '.join(CODECS)}, or a tuple of "
-            "button labels such as ('up', 'down', 'left', 'right'))")
+            "button labels such as ('up', 'down', 'left', 'right'))"
+        )
     return CODECS[name]
 
 
@@ -132,7 +135,9 @@ def encode(codec, actions, num_envs: int) -> np.ndarray:
             f"got {a.shape}"
         )
     if not (np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_):
-        raise ValueError(f"actions must be 0/1 integers or bools (codec multibinary), got dtype {a.dtype}")
+        raise ValueError(
+            f"actions must be 0/1 integers or bools (codec multibinary), got dtype {a.dtype}"
+        )
     a = a.astype(np.int32)
     if a.size and (a.min() < 0 or a.max() > 1):
         raise ValueError("multibinary actions must be 0 or 1")

@@ -14,6 +14,7 @@ The memory is the backend's own output block: overwritten by the next step or re
 with the backend. Host copies are ``Backend.output(name)`` (one page-locked transfer per step
 for all sections).
 """
+
 from __future__ import annotations
 
 _KDL_CUDA = 2  # DLDeviceType kDLCUDA
@@ -49,18 +50,24 @@ class CudaArray:
         if copy:
             raise BufferError("CudaArray.__dlpack__: copy=True is not supported (share, then copy)")
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
-            raise BufferError(f"CudaArray.__dlpack__: the array lives on {self.__dlpack_device__()}")
+            raise BufferError(
+                f"CudaArray.__dlpack__: the array lives on {self.__dlpack_device__()}"
+            )
         if stream is None or stream == 1:
             self._native.cuda_stream_wait(0)  # the legacy default stream
         elif stream == 2:
-            raise BufferError("CudaArray.__dlpack__: the per-thread default stream is not supported")
+            raise BufferError(
+                "CudaArray.__dlpack__: the per-thread default stream is not supported"
+            )
         elif stream != -1:
             self._native.cuda_stream_wait(int(stream))
         # nanobind hands a framework-less device array over as the DLPack capsule itself.
         return self._native.cuda_view(self.name)
 
     def __repr__(self) -> str:
-        return f"CudaArray({self.name!r}, shape={self.shape}, dtype={self.dtype}, ptr={self.ptr:#x})"
+        return (
+            f"CudaArray({self.name!r}, shape={self.shape}, dtype={self.dtype}, ptr={self.ptr:#x})"
+        )
 
 
 def device_arrays(native) -> dict[str, CudaArray]:

@@ -24,6 +24,7 @@ that many threads. ``actor_options`` adds or overrides Ray actor options (e.g.
 ``{"resources": {...}}`` or a ``scheduling_strategy``). Every node needs ``gbx`` installed in
 the Python that Ray's workers run (the same environment as the driver).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -140,9 +141,12 @@ class ShardedVecEnv(gym.vector.VectorEnv):
             raise ValueError(f"num_shards must be an int >= 1 (got {num_shards!r})")
         if not isinstance(num_envs, (int, np.integer)) or num_envs < num_shards:
             raise ValueError(
-                f"num_envs must be an int >= num_shards ({num_shards}), got {num_envs!r}")
+                f"num_envs must be an int >= num_shards ({num_shards}), got {num_envs!r}"
+            )
         if device not in ("cpu", "cuda"):
-            raise ValueError(f"device must be 'cpu' or 'cuda' (each cuda shard gets its own GPU), got {device!r}")
+            raise ValueError(
+                f"device must be 'cpu' or 'cuda' (each cuda shard gets its own GPU), got {device!r}"
+            )
         if cpus_per_shard < 1:
             raise ValueError(f"cpus_per_shard must be >= 1 (got {cpus_per_shard})")
         for k in ("env_offset", "num_envs"):
@@ -188,13 +192,15 @@ class ShardedVecEnv(gym.vector.VectorEnv):
             if mask.shape != (self.num_envs,) or mask.dtype != np.bool_:
                 raise ValueError(
                     f"options['reset_mask'] must be a bool array of shape ({self.num_envs},), "
-                    f"got {mask.dtype} {mask.shape}")
+                    f"got {mask.dtype} {mask.shape}"
+                )
         seeds = [seed] * self.num_shards
         if isinstance(seed, (list, tuple, np.ndarray)):
             # Per-env seeds key each env's stream alone (gbx.env_streams): a slice per shard.
             if len(seed) != self.num_envs:
                 raise ValueError(
-                    f"reset(seed=[...]) needs one seed per env ({self.num_envs}), got {len(seed)}")
+                    f"reset(seed=[...]) needs one seed per env ({self.num_envs}), got {len(seed)}"
+                )
             seeds = [list(seed[s]) for s in self._slices()]
         refs = [
             a.reset.remote(sd, None if mask is None else mask[s])
@@ -209,7 +215,8 @@ class ShardedVecEnv(gym.vector.VectorEnv):
         actions = np.asarray(actions)
         if actions.shape[:1] != (self.num_envs,):
             raise ValueError(
-                f"actions must have {self.num_envs} rows (one per env), got shape {actions.shape}")
+                f"actions must have {self.num_envs} rows (one per env), got shape {actions.shape}"
+            )
         refs = [a.step.remote(actions[s]) for a, s in zip(self._actors, self._slices())]
         results = self._ray.get(refs)
         obs = _concat([r[0] for r in results])

@@ -8,6 +8,7 @@ other envs do (a plain generator shared by all envs would hand out different num
 as two shards reset different envs). The generator is SplitMix64 (Steele, Lea, Flood 2014),
 vectorised over envs in numpy's wrapping uint64 arithmetic.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -52,10 +52,11 @@ and ``1.5f`` ``float``, mixed operands follow C++'s usual arithmetic conversions
 is ``a / (float)b`` as in the kernel. So ``ram(0xC000) - 1 < 5`` is false when the byte is 0
 (the ``uint32_t`` subtraction wraps), on the host as in the kernel.
 """
+
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -64,14 +65,44 @@ VIEW_FUNCTIONS = ("ram", "ram16")
 _TRACKED = ("val", "prev")
 _MAX_EXPR_BYTES = 4096
 # Longest match first, as engine/src/user_expr.cpp.
-_OPS = ("<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "+", "-", "*", "/", "&", "|", "^",
-        "~", "!", "<", ">", "?", ":")
-_HINT = (" (a host expression may use only numbers, operators, parentheses and the view: "
-         "ram(addr), ram16(addr), registers a f b c d e h l pc sp)")
+_OPS = (
+    "<<",
+    ">>",
+    "<=",
+    ">=",
+    "==",
+    "!=",
+    "&&",
+    "||",
+    "+",
+    "-",
+    "*",
+    "/",
+    "&",
+    "|",
+    "^",
+    "~",
+    "!",
+    "<",
+    ">",
+    "?",
+    ":",
+)
+_HINT = (
+    " (a host expression may use only numbers, operators, parentheses and the view: "
+    "ram(addr), ram16(addr), registers a f b c d e h l pc sp)"
+)
 
 # C++ arithmetic types of the view: name -> numpy dtype.
-_DTYPE = {"bool": np.bool_, "int": np.int32, "unsigned": np.uint32, "long": np.int64,
-          "unsigned long": np.uint64, "float": np.float32, "double": np.float64}
+_DTYPE = {
+    "bool": np.bool_,
+    "int": np.int32,
+    "unsigned": np.uint32,
+    "long": np.int64,
+    "unsigned long": np.uint64,
+    "float": np.float32,
+    "double": np.float64,
+}
 _RANK = {"int": 1, "unsigned": 1, "long": 2, "unsigned long": 2}
 _INTEGRAL = ("bool", "int", "unsigned", "long", "unsigned long")
 
@@ -166,15 +197,26 @@ class HostExpression:
         if tok is None:
             last = self._toks[-1]
             end = ("", "", last[2], last[3] + len(last[1]))
-            self._fail(end, "unexpected end of expression" +
-                       (f" (expected '{expect}')" if expect else ""))
+            self._fail(
+                end, "unexpected end of expression" + (f" (expected '{expect}')" if expect else "")
+            )
         if expect is not None and tok[1] != expect:
             self._fail(tok, f"expected '{expect}', got '{tok[1]}'")
         self._pos += 1
         return tok
 
-    _LEVELS = (("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="),
-               ("<", ">", "<=", ">="), ("<<", ">>"), ("+", "-"), ("*", "/"))
+    _LEVELS = (
+        ("||",),
+        ("&&",),
+        ("|",),
+        ("^",),
+        ("&",),
+        ("==", "!="),
+        ("<", ">", "<=", ">="),
+        ("<<", ">>"),
+        ("+", "-"),
+        ("*", "/"),
+    )
 
     def _ternary(self):
         cond = self._binary(0)
@@ -190,6 +232,7 @@ class HostExpression:
             c, y, n = cond(ctx), yes(ctx), no(ctx)
             t = "bool" if y.t == n.t == "bool" else _common(y.t, n.t)
             return _Val(np.where(c.v != 0, _cast(y, t).v, _cast(n, t).v), t)
+
         return f
 
     def _binary(self, level: int):
@@ -239,6 +282,7 @@ class HostExpression:
                     if width == 1:
                         return _Val(lo, "unsigned")
                     return _Val(lo | (ctx.ram(a + np.uint32(1)) << np.uint32(8)), "unsigned")
+
                 return f
             if text in VIEW_VALUES:
                 if called:
@@ -298,8 +342,10 @@ _NUM = re.compile(r"(0[xX][0-9a-fA-F]*|[0-9.]+(?:[eE][+-]?[0-9]*)?)([uUfF]*)")
 
 def _tokenize(text: str, what: str) -> list[tuple]:
     """(kind, text, line, col) tokens, refusing what engine/src/user_expr.cpp refuses."""
+
     def fail(line, col, why):
         raise ValueError(f"<{what}>:{line}:{col}: {why}{_HINT}")
+
     if len(text.encode()) > _MAX_EXPR_BYTES:
         fail(1, 1, f"expression longer than {_MAX_EXPR_BYTES} bytes")
     toks, i, line, col = [], 0, 1, 1
@@ -308,16 +354,16 @@ def _tokenize(text: str, what: str) -> list[tuple]:
         n = 1
         if c in " \t\r\n":
             pass
-        elif c.isdigit() or (c == "." and text[i + 1:i + 2].isdigit()):
+        elif c.isdigit() or (c == "." and text[i + 1 : i + 2].isdigit()):
             m = _NUM.match(text, i)
             n = m.end() - i
-            if text[i + n:i + n + 1].isalnum() or text[i + n:i + n + 1] in ("_", "."):
-                fail(line, col, f"malformed number '{text[i:i + n + 1]}'")
-            toks.append(("num", text[i:i + n], line, col))
+            if text[i + n : i + n + 1].isalnum() or text[i + n : i + n + 1] in ("_", "."):
+                fail(line, col, f"malformed number '{text[i : i + n + 1]}'")
+            toks.append(("num", text[i : i + n], line, col))
         elif c.isalpha() or c == "_":
             m = re.compile(r"[A-Za-z0-9_]+").match(text, i)
             n = m.end() - i
-            toks.append(("name", text[i:i + n], line, col))
+            toks.append(("name", text[i : i + n], line, col))
         elif c in "()":
             toks.append((c, c, line, col))
         elif text.startswith(("//", "/*"), i):
@@ -325,11 +371,14 @@ def _tokenize(text: str, what: str) -> list[tuple]:
         else:
             op = next((o for o in _OPS if text.startswith(o, i)), None)
             n = len(op) if op else 1
-            if (op is None or text[i + n:i + n + 1] == "="
-                    or (c in "+-" and text[i + 1:i + 2] == c)):
+            if (
+                op is None
+                or text[i + n : i + n + 1] == "="
+                or (c in "+-" and text[i + 1 : i + 2] == c)
+            ):
                 fail(line, col, f"'{c}' is not allowed here")
             toks.append(("op", op, line, col))
-        for ch in text[i:i + n]:
+        for ch in text[i : i + n]:
             line, col = (line + 1, 1) if ch == "\n" else (line, col + 1)
         i += n
     if not toks:
@@ -359,11 +408,19 @@ def _literal(tok, expr: HostExpression) -> _Val:
         expr._fail(tok, why if why.startswith("hex") else f"malformed number '{tok[1]}'")
     # C++: decimal int -> long; hex/octal int -> unsigned -> long -> unsigned long; with 'u'
     # unsigned -> unsigned long.
-    order = (("unsigned", "unsigned long") if suffix == "u" else
-             ("int", "unsigned", "long", "unsigned long") if body.startswith("0")
-             else ("int", "long"))
-    limits = {"int": 2**31 - 1, "unsigned": 2**32 - 1, "long": 2**63 - 1,
-              "unsigned long": 2**64 - 1}
+    order = (
+        ("unsigned", "unsigned long")
+        if suffix == "u"
+        else ("int", "unsigned", "long", "unsigned long")
+        if body.startswith("0")
+        else ("int", "long")
+    )
+    limits = {
+        "int": 2**31 - 1,
+        "unsigned": 2**32 - 1,
+        "long": 2**63 - 1,
+        "unsigned long": 2**64 - 1,
+    }
     for t in order:
         if v <= limits[t]:
             return _Val(np.asarray(v, dtype=_DTYPE[t]), t)
@@ -391,6 +448,7 @@ def _unop(tok, x: Callable, expr: HostExpression) -> Callable:
         if op == "-":
             return _Val(np.negative(p.v), p.t)
         return _Val(np.invert(p.v), p.t)
+
     return f
 
 
@@ -415,10 +473,24 @@ def _binop(tok, left: Callable, right: Callable, expr: HostExpression) -> Callab
         t = _common(a.t, b.t)
         x, y = _cast(a, t).v, _cast(b, t).v
         if op in ("<", ">", "<=", ">=", "==", "!="):
-            fn = {"<": np.less, ">": np.greater, "<=": np.less_equal,
-                  ">=": np.greater_equal, "==": np.equal, "!=": np.not_equal}[op]
+            fn = {
+                "<": np.less,
+                ">": np.greater,
+                "<=": np.less_equal,
+                ">=": np.greater_equal,
+                "==": np.equal,
+                "!=": np.not_equal,
+            }[op]
             return _Val(fn(x, y), "bool")
-        fn = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide,
-              "&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor}[op]
+        fn = {
+            "+": np.add,
+            "-": np.subtract,
+            "*": np.multiply,
+            "/": np.divide,
+            "&": np.bitwise_and,
+            "|": np.bitwise_or,
+            "^": np.bitwise_xor,
+        }[op]
         return _Val(np.asarray(fn(x, y)).astype(_DTYPE[t], copy=False), t)
+
     return f

@@ -37,13 +37,15 @@ Profiles shipped (:data:`PROFILES`): ``arrows`` (built-in), ``2048`` and ``libbe
 zlib licence: the files the user has), ``pokemon_red`` and ``pokemon_blue`` (the user's own
 cartridge dump). docs/guide/games-and-training.md says how their addresses were found.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -106,6 +108,7 @@ ARROWS = Profile(
     obs_ram=(0xC002,),
 )
 
+
 def _bcd(addr: int) -> str:
     """The expression of one packed-BCD byte's value (0..99)."""
     return f"((ram({addr:#x}) >> 4) * 10 + (ram({addr:#x}) & 15))"
@@ -122,11 +125,15 @@ GAME_2048 = Profile(
     title="2048-gb by Sanqui (zlib licence)",
     sha1="ece57f98d668e46fb29941e688704e346b66feb9",
     rom="2048.gb",
-    ram={"score_bcd": (0xFFB0, 0xFFB3), "high_score_bcd": (0xFFB3, 0xFFB6),
-         "grid": (0xC800, 0xC810), "game_over": 0xC200},
+    ram={
+        "score_bcd": (0xFFB0, 0xFFB3),
+        "high_score_bcd": (0xFFB3, 0xFFB6),
+        "grid": (0xC800, 0xC810),
+        "game_over": 0xC200,
+    },
     ram_notes="score_bcd: [lo, hi) 3 bytes packed BCD, big-endian (the sum of the merged "
-              "tiles' values); grid: 16 cells, row-major, log2 of the tile (1 = 2, 2 = 4 ...), "
-              "0 empty; game_over: shadow OAM byte, non-zero once the game ended",
+    "tiles' values); grid: 16 cells, row-major, log2 of the tile (1 = 2, 2 = 4 ...), "
+    "0 empty; game_over: shadow OAM byte, non-zero once the game ended",
     # bcd(0xFFB0) * 10000 + ... with the bcd() builtin (another branch)
     track=(f"{_bcd(0xFFB0)} * 10000 + {_bcd(0xFFB1)} * 100 + {_bcd(0xFFB2)}",),
     reward="val(0) - prev(0)",
@@ -152,9 +159,17 @@ LIBBET = Profile(
     title="Libbet and the Magic Floor v0.08 by Damian Yerrick (zlib licence)",
     sha1="f117089aa056600e2d404bbcbac96b016fc64611",
     rom="libbet.gb",
-    ram={"floor_map": (0xC4A8, 0xC4E8), "floor_width": 0xC4E8, "floor_height": 0xC4E9,
-         "cursor_x": 0xC4EA, "cursor_y": 0xC4EB, "max_score": 0xC4EC, "cur_score": 0xC4ED,
-         "exit_x": 0xC4EE, "exit_open": 0xC4EF},
+    ram={
+        "floor_map": (0xC4A8, 0xC4E8),
+        "floor_width": 0xC4E8,
+        "floor_height": 0xC4E9,
+        "cursor_x": 0xC4EA,
+        "cursor_y": 0xC4EB,
+        "max_score": 0xC4EC,
+        "cur_score": 0xC4ED,
+        "exit_x": 0xC4EE,
+        "exit_open": 0xC4EF,
+    },
     ram_notes="cur_score: floor cells traced on this floor (back to 0 on the next floor)",
     track=("ram(0xC4ED)",),
     reward="val(0) > prev(0) ? val(0) - prev(0) : 0",
@@ -167,8 +182,18 @@ LIBBET = Profile(
     obs_ram=(0xC4E8, 0xC4E9, 0xC4EA, 0xC4EB, 0xC4EC, 0xC4ED, 0xC4EE, 0xC4EF)
     + tuple(range(0xC4A8, 0xC4E8)),
     # power-on: copyright, title (START), story and instructions (A, A), the first floor
-    start=(("wait", 120), ("start", 4), ("wait", 56), ("a", 4), ("wait", 56), ("a", 4),
-           ("wait", 56), ("a", 4), ("until", "ram(0xC4EC) != 0", 600), ("wait", 60)),
+    start=(
+        ("wait", 120),
+        ("start", 4),
+        ("wait", 56),
+        ("a", 4),
+        ("wait", 56),
+        ("a", 4),
+        ("wait", 56),
+        ("a", 4),
+        ("until", "ram(0xC4EC) != 0", 600),
+        ("wait", 60),
+    ),
 )
 
 # Pokémon Red / Blue (English, "UE"): addresses from the pret/pokered disassembly's symbols
@@ -176,25 +201,26 @@ LIBBET = Profile(
 # (0xD16B): HP (u16 big-endian) at +1, level at +0x21, max HP at +0x22.
 _PARTY = [0xD16B + 44 * i for i in range(6)]
 POKEMON_RAM = {
-    "map_id": 0xD35E,          # wCurMap (38 = REDS_HOUSE_2F, the player's room)
-    "y": 0xD361,               # wYCoord
-    "x": 0xD362,               # wXCoord
-    "badges": 0xD356,          # wObtainedBadges, one bit per badge
-    "party_count": 0xD163,     # wPartyCount
-    "party_levels": tuple(a + 0x21 for a in _PARTY),   # wPartyMonNLevel
-    "party_hp": tuple(a + 0x01 for a in _PARTY),       # wPartyMonNHP, u16 big-endian
-    "party_max_hp": tuple(a + 0x22 for a in _PARTY),   # wPartyMonNMaxHP, u16 big-endian
-    "event_flags": (0xD747, 0xD886),                   # wEventFlags [lo, hi): 320 bytes
-    "money_bcd": (0xD347, 0xD34A),                     # wPlayerMoney, 3 bytes BCD, big-endian
-    "in_battle": 0xD057,       # wIsInBattle
-    "player_name": 0xD158,     # wPlayerName
+    "map_id": 0xD35E,  # wCurMap (38 = REDS_HOUSE_2F, the player's room)
+    "y": 0xD361,  # wYCoord
+    "x": 0xD362,  # wXCoord
+    "badges": 0xD356,  # wObtainedBadges, one bit per badge
+    "party_count": 0xD163,  # wPartyCount
+    "party_levels": tuple(a + 0x21 for a in _PARTY),  # wPartyMonNLevel
+    "party_hp": tuple(a + 0x01 for a in _PARTY),  # wPartyMonNHP, u16 big-endian
+    "party_max_hp": tuple(a + 0x22 for a in _PARTY),  # wPartyMonNMaxHP, u16 big-endian
+    "event_flags": (0xD747, 0xD886),  # wEventFlags [lo, hi): 320 bytes
+    "money_bcd": (0xD347, 0xD34A),  # wPlayerMoney, 3 bytes BCD, big-endian
+    "in_battle": 0xD057,  # wIsInBattle
+    "player_name": 0xD158,  # wPlayerName
 }
 
 
 def _party_level_sum() -> str:
     n = POKEMON_RAM["party_count"]
-    return " + ".join(f"(ram({n:#x}) > {i} ? ram({a:#x}) : 0)"
-                      for i, a in enumerate(POKEMON_RAM["party_levels"]))
+    return " + ".join(
+        f"(ram({n:#x}) > {i} ? ram({a:#x}) : 0)" for i, a in enumerate(POKEMON_RAM["party_levels"])
+    )
 
 
 def _bit_count(addr: int) -> str:
@@ -213,12 +239,12 @@ _POKEMON_TRACK = (
 _POKEMON_COMMON = dict(
     ram=POKEMON_RAM,
     ram_notes="event_flags and money_bcd are [lo, hi) ranges; party_hp/max_hp are u16 "
-              "big-endian; addresses from pret/pokered's symbols (wram.asm)",
+    "big-endian; addresses from pret/pokered's symbols (wram.asm)",
     track=_POKEMON_TRACK,
     reward="(val(0) - prev(0)) + 10 * (val(1) - prev(1))",
     host_terms=(
-        ("popcount", 0xD747, 0xD886, 4.0),                # +4 per event flag set
-        ("seen", (0xD35E, 0xD362, 0xD361), 0.1),          # +0.1 per new (map, x, y) per episode
+        ("popcount", 0xD747, 0xD886, 4.0),  # +4 per event flag set
+        ("seen", (0xD35E, 0xD362, 0xD361), 0.1),  # +0.1 per new (map, x, y) per episode
     ),
     score="exploration + events + levels + badges (PokemonRedExperiments style)",
     actions="pokemon8",
@@ -239,8 +265,15 @@ def _pokemon_intro() -> tuple[tuple, ...]:
     (the issue's "after landing" check); the stand-in ROM test runs its mechanics."""
     # START skips the Game Freak intro to the title; START again (once the logo has settled)
     # opens the menu of a cartridge without a save (NEW GAME, OPTION); A picks NEW GAME.
-    steps: list[tuple] = [("wait", 400), ("start", 4), ("wait", 240), ("start", 4),
-                          ("wait", 120), ("a", 4), ("wait", 120)]
+    steps: list[tuple] = [
+        ("wait", 400),
+        ("start", 4),
+        ("wait", 240),
+        ("start", 4),
+        ("wait", 120),
+        ("a", 4),
+        ("wait", 120),
+    ]
     for _ in range(45):
         steps += [("down", 2), ("wait", 8), ("a", 2), ("wait", 40)]
     steps.append(("until", "ram(0xD35E) == 38", 3600))
@@ -256,8 +289,12 @@ POKEMON_RED = Profile(
     **_POKEMON_COMMON,
 )
 POKEMON_BLUE = dataclasses.replace(
-    POKEMON_RED, name="pokemon_blue", title="Pokémon Blue (English, UE)",
-    sha1="d7037c83e1ae5b39bde3c30787637ba1d4c48ce2", rom="pokeblue.gb")
+    POKEMON_RED,
+    name="pokemon_blue",
+    title="Pokémon Blue (English, UE)",
+    sha1="d7037c83e1ae5b39bde3c30787637ba1d4c48ce2",
+    rom="pokeblue.gb",
+)
 
 PROFILES: dict[str, Profile] = {}
 
@@ -295,8 +332,12 @@ def check_recipe(recipe: Sequence) -> None:
             raise ValueError(bad + "a step is a tuple (button|'wait'|'until', ...)")
         kind = step[0].lower()
         if kind == "until":
-            if (len(step) != 3 or not isinstance(step[1], str) or not step[1].strip()
-                    or not _positive_int(step[2])):
+            if (
+                len(step) != 3
+                or not isinstance(step[1], str)
+                or not step[1].strip()
+                or not _positive_int(step[2])
+            ):
                 raise ValueError(bad + "expected ('until', 'expression', max_frames >= 1)")
             continue
         if len(step) != 2 or not _positive_int(step[1]):
@@ -318,8 +359,9 @@ def start_state(rom, recipe: Sequence, device: str = "cpu") -> bytes:
     from .scripting import ScriptTimeout, script
 
     check_recipe(recipe)
-    env = VecEnv(rom, 1, device=device, frames_per_step=1, release_after_frames=1,
-                 obs={"ram": [0xC000]})
+    env = VecEnv(
+        rom, 1, device=device, frames_per_step=1, release_after_frames=1, obs={"ram": [0xC000]}
+    )
     try:
         env.reset(seed=0)
         try:
@@ -333,9 +375,14 @@ def start_state(rom, recipe: Sequence, device: str = "cpu") -> bytes:
 
 # -- making an env ---------------------------------------------------------------------------
 
+
 def rom_sha1(rom) -> str:
     """SHA-1 of a ROM given as a path, ``builtin:NAME`` or bytes."""
-    data = bytes(rom) if isinstance(rom, (bytes, bytearray, memoryview)) else _native.rom_bytes(str(rom))
+    data = (
+        bytes(rom)
+        if isinstance(rom, (bytes, bytearray, memoryview))
+        else _native.rom_bytes(str(rom))
+    )
     return hashlib.sha1(data).hexdigest()
 
 
@@ -347,7 +394,8 @@ def check_rom(profile: Profile, rom) -> Any:
             return profile.rom
         raise ValueError(
             f"game {profile.name!r} ({profile.title}) needs its cartridge: pass rom=PATH "
-            f"(a dump whose SHA-1 is {profile.sha1}, usually called {profile.rom})")
+            f"(a dump whose SHA-1 is {profile.sha1}, usually called {profile.rom})"
+        )
     if isinstance(rom, (str, os.PathLike)):
         rom = os.fspath(rom)
         if not rom.startswith("builtin:") and not os.path.isfile(rom):
@@ -360,15 +408,17 @@ def check_rom(profile: Profile, rom) -> Any:
         what = rom if isinstance(rom, str) else f"{len(rom)} bytes"
         raise WrongCartridgeError(
             f"{what} (SHA-1 {got}) is not the cartridge of game {profile.name!r}: that profile "
-            f"is for {profile.title}, SHA-1 {want}")
+            f"is for {profile.title}, SHA-1 {want}"
+        )
     return rom if isinstance(rom, str) else bytes(rom)
 
 
 _START_CACHE: dict[tuple, bytes] = {}
 
 
-def make(game, num_envs: int, rom=None, *, obs: Any = "pixels", start: bool = True,
-         **kwargs) -> "GameEnv":
+def make(
+    game, num_envs: int, rom=None, *, obs: Any = "pixels", start: bool = True, **kwargs
+) -> GameEnv:
     """A :class:`GameEnv` (a :class:`gbx.VecEnv`) for ``game`` (a name or a Profile).
 
     ``rom``: the cartridge (path or bytes; not needed for built-in games), checked against the
@@ -468,7 +518,9 @@ _POPCOUNT = np.array([bin(i).count("1") for i in range(256)], np.int64)
 class _HostTerm:
     def __init__(self, term: tuple, n: int):
         if not isinstance(term, tuple) or not term:
-            raise ValueError(f"host term {term!r}: a tuple ('popcount', lo, hi, w) or ('seen', addrs, w)")
+            raise ValueError(
+                f"host term {term!r}: a tuple ('popcount', lo, hi, w) or ('seen', addrs, w)"
+            )
         self.kind = term[0]
         if self.kind == "popcount" and len(term) == 4:
             self.lo, self.hi, self.weight = int(term[1]), int(term[2]), float(term[3])
@@ -478,13 +530,15 @@ class _HostTerm:
             self.lo, self.hi, self.weight = min(self.addrs), max(self.addrs) + 1, float(term[2])
             self.seen: list[set] = [set() for _ in range(n)]
         else:
-            raise ValueError(f"host term {term!r}: a tuple ('popcount', lo, hi, w) or ('seen', addrs, w)")
+            raise ValueError(
+                f"host term {term!r}: a tuple ('popcount', lo, hi, w) or ('seen', addrs, w)"
+            )
         if not 0 <= self.lo < self.hi <= 0x10000:
             raise ValueError(f"host term {term!r}: addresses outside 0..0xFFFF")
 
     def _values(self, mem: np.ndarray, base: int) -> np.ndarray:
         if self.kind == "popcount":
-            return _POPCOUNT[mem[:, self.lo - base:self.hi - base]].sum(axis=1)
+            return _POPCOUNT[mem[:, self.lo - base : self.hi - base]].sum(axis=1)
         key = np.zeros(mem.shape[0], np.int64)
         for a in self.addrs:
             key = (key << 8) | mem[:, a - base]
@@ -519,5 +573,17 @@ class _HostTerm:
 for _p in (ARROWS, GAME_2048, LIBBET, POKEMON_RED, POKEMON_BLUE):
     register(_p)
 
-__all__ = ["Profile", "PROFILES", "get", "make", "register", "start_state", "check_recipe",
-           "check_rom", "rom_sha1", "GameEnv", "WrongCartridgeError", "RecipeTimeout"]
+__all__ = [
+    "Profile",
+    "PROFILES",
+    "get",
+    "make",
+    "register",
+    "start_state",
+    "check_recipe",
+    "check_rom",
+    "rom_sha1",
+    "GameEnv",
+    "WrongCartridgeError",
+    "RecipeTimeout",
+]

@@ -36,6 +36,7 @@ its obs slot (``SynthParams::obs``); combine either with ``"ram"``.
 the env axis, oldest first: ``[num_envs, k, ...]``. After a reset all k slots hold the reset
 observation.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -113,8 +114,9 @@ def parse_obs(obs, frame_stack: int = 1, pixel_values: str = "shades") -> ObsSpe
                 "pixel_values='luminance' needs pixels 'full' or 'half' "
                 "(packed holds 4 pixels a byte)"
             )
-        spec = ObsSpec(spec.keys, spec.pixels, spec.ram, spec.single, spec.frame_stack,
-                       pixel_values)
+        spec = ObsSpec(
+            spec.keys, spec.pixels, spec.ram, spec.single, spec.frame_stack, pixel_values
+        )
     return spec
 
 
@@ -185,9 +187,7 @@ class ObsAssembler:
         self.stacks = {}
         if spec.frame_stack > 1:
             for k, v in self.views.items():
-                self.stacks[k] = np.zeros(
-                    (num_envs, spec.frame_stack) + v.shape[1:], dtype=v.dtype
-                )
+                self.stacks[k] = np.zeros((num_envs, spec.frame_stack) + v.shape[1:], dtype=v.dtype)
 
     def observe(self, fresh: np.ndarray | None = None, stepped: bool = True):
         """The current observation. ``stepped``: every env moved on (a step), so every stack

@@ -15,6 +15,7 @@ starts from a saved state. A saved state loads into :class:`gbx.VecEnv` as
 would press them (for tests and demos; see :func:`read_events`), and ``--frames N`` quits
 after N frames.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .actions import A, B, DOWN, LEFT, RIGHT, SELECT, START, UP
+from .actions import DOWN, LEFT, RIGHT, SELECT, START, UP, A, B
 
 # One DMG frame is 70224 T-cycles at 4194304 Hz.
 FRAMES_PER_SECOND = 4194304 / 70224
@@ -33,10 +34,16 @@ FRAMES_PER_SECOND = 4194304 / 70224
 SHADE_RGB = np.array([[0xFF] * 3, [0xAA] * 3, [0x55] * 3, [0x00] * 3], dtype=np.uint8)
 # pygame key names -> joypad bits (gbx.actions order).
 KEY_MAP = {
-    "up": UP, "down": DOWN, "left": LEFT, "right": RIGHT,
-    "x": A, "z": B,
-    "return": START, "enter": START,
-    "backspace": SELECT, "right shift": SELECT,
+    "up": UP,
+    "down": DOWN,
+    "left": LEFT,
+    "right": RIGHT,
+    "x": A,
+    "z": B,
+    "return": START,
+    "enter": START,
+    "backspace": SELECT,
+    "right shift": SELECT,
 }
 EVENT_ACTIONS = ("down", "up", "press", "screenshot", "pause", "quit")
 INSTALL_HINT = "gbx.play needs pygame: pip install 'gbx[play]'"
@@ -81,8 +88,10 @@ def read_events(path) -> list[tuple[int, str, str]]:
         if action not in EVENT_ACTIONS:
             raise PlayError(f"{where}: unknown action {parts[1]!r} ({', '.join(EVENT_ACTIONS)})")
         if (action == "quit") == bool(arg):
-            raise PlayError(f"{where}: {action} " +
-                            ("takes no argument" if action == "quit" else "needs an argument"))
+            raise PlayError(
+                f"{where}: {action} "
+                + ("takes no argument" if action == "quit" else "needs an argument")
+            )
         if action == "pause":
             try:
                 seconds = float(arg)
@@ -100,14 +109,19 @@ def _parser() -> argparse.ArgumentParser:
         prog="gbx-play",
         description="Play a Game Boy game in a window; F5 saves a GBX save state, F9 loads it.",
         epilog="Keys: arrows = d-pad, X = A, Z = B, Enter = START, Backspace/right Shift = "
-               "SELECT, F5 = save state, F9 = load state, Esc = quit.")
+        "SELECT, F5 = save state, F9 = load state, Esc = quit.",
+    )
     p.add_argument("rom", help="a .gb file or builtin:NAME (e.g. builtin:ARROWS)")
     p.add_argument("--scale", type=int, default=3, help="window pixels per Game Boy pixel (3)")
     p.add_argument("--state-file", help="F5/F9's file (default: <ROM name>.gbxstate here)")
     p.add_argument("--load-state", metavar="FILE", help="start from this GBX save state")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda[:N]")
-    p.add_argument("--speed", type=float, default=1.0,
-                   help="multiple of the Game Boy's 59.73 frames/s (0: as fast as it runs)")
+    p.add_argument(
+        "--speed",
+        type=float,
+        default=1.0,
+        help="multiple of the Game Boy's 59.73 frames/s (0: as fast as it runs)",
+    )
     p.add_argument("--frames", type=int, help="quit after this many frames")
     p.add_argument("--events", metavar="FILE", help="timed key events to play (read_events)")
     return p
@@ -150,9 +164,16 @@ def _play(args) -> int:
     import gbx
 
     try:
-        env = gbx.VecEnv(args.rom, 1, device=args.device, frames_per_step=1,
-                         release_after_frames=1, actions="multibinary", obs="pixels",
-                         copy=False)
+        env = gbx.VecEnv(
+            args.rom,
+            1,
+            device=args.device,
+            frames_per_step=1,
+            release_after_frames=1,
+            actions="multibinary",
+            obs="pixels",
+            copy=False,
+        )
     except (ValueError, OSError, RuntimeError) as e:
         raise PlayError(f"cannot run {args.rom}: {_one_line(e)}") from None
     try:
@@ -163,8 +184,10 @@ def _play(args) -> int:
             except ValueError as e:
                 raise PlayError(f"--load-state {args.load_state}: {_one_line(e)}") from None
         frames, secs = _loop(pygame, env, obs, args, events, state_file)
-        print(f"gbx-play: {frames} frames in {secs:.2f} s ({frames / max(secs, 1e-9):.2f} "
-              "frames/s)", flush=True)
+        print(
+            f"gbx-play: {frames} frames in {secs:.2f} s ({frames / max(secs, 1e-9):.2f} frames/s)",
+            flush=True,
+        )
         return 0
     finally:
         pygame.quit()
@@ -183,8 +206,10 @@ def _loop(pygame, env, obs, args, events, state_file: Path) -> int:
         pygame.display.init()
         screen = pygame.display.set_mode((160 * s, 144 * s))
     except pygame.error as e:
-        raise PlayError(f"cannot open a window ({e}): run it on a display (DISPLAY, or "
-                        "SDL_VIDEODRIVER) or under xvfb-run") from None
+        raise PlayError(
+            f"cannot open a window ({e}): run it on a display (DISPLAY, or "
+            "SDL_VIDEODRIVER) or under xvfb-run"
+        ) from None
     pygame.display.set_caption(f"GBX - {env.backend.rom_name or args.rom}")
     codes = {}
     for name, bit in KEY_MAP.items():
@@ -205,13 +230,19 @@ def _loop(pygame, env, obs, args, events, state_file: Path) -> int:
         try:
             code = pygame.key.key_code(arg)
         except ValueError:
-            raise PlayError(f"--events: unknown key name {arg!r} (pygame key names: x, "
-                            "return, right shift, f5 ...)") from None
-        kinds = {"down": [pygame.KEYDOWN], "up": [pygame.KEYUP],
-                 "press": [pygame.KEYDOWN, pygame.KEYUP]}[action]
+            raise PlayError(
+                f"--events: unknown key name {arg!r} (pygame key names: x, "
+                "return, right shift, f5 ...)"
+            ) from None
+        kinds = {
+            "down": [pygame.KEYDOWN],
+            "up": [pygame.KEYUP],
+            "press": [pygame.KEYDOWN, pygame.KEYUP],
+        }[action]
         for kind in kinds:
-            key_events.append((frame, pygame.event.Event(kind, key=code, mod=0, scancode=0,
-                                                         unicode="")))
+            key_events.append(
+                (frame, pygame.event.Event(kind, key=code, mod=0, scancode=0, unicode=""))
+            )
 
     def draw():
         rgb = SHADE_RGB[obs[0]]  # (144, 160, 3)
@@ -279,8 +310,11 @@ def _save(env, path: Path, frame: int) -> None:
         tmp.write_bytes(blob)
         os.replace(tmp, path)
     except OSError as e:
-        print(f"gbx-play: frame {frame}: cannot save the state to {path}: {e.strerror}",
-              file=sys.stderr, flush=True)
+        print(
+            f"gbx-play: frame {frame}: cannot save the state to {path}: {e.strerror}",
+            file=sys.stderr,
+            flush=True,
+        )
         return
     print(f"gbx-play: frame {frame}: saved state to {path} ({len(blob)} bytes)", flush=True)
 
@@ -289,14 +323,20 @@ def _load(env, path: Path, frame: int) -> bool:
     try:
         blob = path.read_bytes()
     except OSError as e:
-        print(f"gbx-play: frame {frame}: no state to load from {path} ({e.strerror}; F5 saves "
-              "one)", file=sys.stderr, flush=True)
+        print(
+            f"gbx-play: frame {frame}: no state to load from {path} ({e.strerror}; F5 saves one)",
+            file=sys.stderr,
+            flush=True,
+        )
         return False
     try:
         env.load_state(0, blob)
     except ValueError as e:
-        print(f"gbx-play: frame {frame}: cannot load {path}: {_one_line(e)}", file=sys.stderr,
-              flush=True)
+        print(
+            f"gbx-play: frame {frame}: cannot load {path}: {_one_line(e)}",
+            file=sys.stderr,
+            flush=True,
+        )
         return False
     print(f"gbx-play: frame {frame}: loaded state from {path}", flush=True)
     return True

@@ -25,6 +25,7 @@ Like PufferLib's native envs, an env whose episode ended is reset in the same st
 first. ``infos`` is a list with one dict of means (``episode_return``, ``episode_length``,
 ``episodes``) when episodes ended in the step, else empty.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -37,7 +38,8 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only without PufferLib
     raise ImportError(
         "gbx.pufferlib needs PufferLib 3 (pip install --no-build-isolation pufferlib: its "
-        f"build imports numpy and torch); importing it failed: {e}") from None
+        f"build imports numpy and torch); importing it failed: {e}"
+    ) from None
 
 from . import games
 from .vec_env import VecEnv as _GbxVecEnv
@@ -47,8 +49,9 @@ class PufferEnv(_PufferEnv):
     """``PufferEnv(game, num_envs, buf=None, seed=0, **make_kwargs)`` (``gbx.make``) or
     ``PufferEnv(gbx_env, buf=None)`` for a VecEnv made with ``copy=False``."""
 
-    def __init__(self, env: Any, num_envs: int | None = None, buf=None, seed: int = 0,
-                 **make_kwargs):
+    def __init__(
+        self, env: Any, num_envs: int | None = None, buf=None, seed: int = 0, **make_kwargs
+    ):
         if isinstance(env, _GbxVecEnv):
             if num_envs is not None or make_kwargs:
                 raise ValueError("pass either a gbx.VecEnv or a game with num_envs and options")
@@ -64,7 +67,8 @@ class PufferEnv(_PufferEnv):
         if not isinstance(v.single_observation_space, spaces.Box):
             raise ValueError(
                 "PufferLib's native envs take a Box observation: use obs='ram', 'pixels' or a "
-                f"one-key spec (got {v.single_observation_space})")
+                f"one-key spec (got {v.single_observation_space})"
+            )
         self.single_observation_space = v.single_observation_space
         self.single_action_space = v.single_action_space
         self.num_agents = v.num_envs
@@ -90,9 +94,13 @@ class PufferEnv(_PufferEnv):
             ep = info.get("episode")
             if ep is not None:
                 ended = info["_episode"]
-                infos.append({"episode_return": float(ep["r"][ended].mean()),
-                              "episode_length": float(ep["l"][ended].mean()),
-                              "episodes": int(ended.sum())})
+                infos.append(
+                    {
+                        "episode_return": float(ep["r"][ended].mean()),
+                        "episode_length": float(ep["l"][ended].mean()),
+                        "episodes": int(ended.sum()),
+                    }
+                )
             np.copyto(self.rewards, reward)  # before the reset overwrites the backend's buffer
             obs, _ = self.venv.reset(options={"reset_mask": done})
         else:
@@ -109,6 +117,7 @@ class PufferEnv(_PufferEnv):
 
 def env_creator(game: str):
     """A creator for ``pufferlib.vector.make``: ``creator(buf=None, seed=0, **kwargs)``."""
+
     def make(buf=None, seed=0, **kwargs):
         return PufferEnv(game, buf=buf, seed=seed, **kwargs)
 

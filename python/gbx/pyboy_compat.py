@@ -34,6 +34,7 @@ refused). PyBoy 2.8.1 itself loses the MBC5 ROM bank's bit 8 (it saves the bank 
 and shifts a serial byte in 1024 T-cycles (an imported transfer takes the DMG's 4096). States of other PyBoy format versions are refused: load them in PyBoy 2.8.x and
 save them again.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -67,13 +68,25 @@ _RUN_ACTIVE, _RUN_HALTED, _RUN_STOPPED = 0, 1, 2
 
 # Cartridge type byte -> (controller, has RTC, MBC5 rumble), as PyBoy's CARTRIDGE_TABLE.
 _CARTS: dict[int, tuple[str, bool, bool]] = {
-    0x00: ("none", False, False), 0x08: ("none", False, False), 0x09: ("none", False, False),
-    0x01: ("mbc1", False, False), 0x02: ("mbc1", False, False), 0x03: ("mbc1", False, False),
-    0x05: ("mbc2", False, False), 0x06: ("mbc2", False, False),
-    0x0F: ("mbc3", True, False), 0x10: ("mbc3", True, False), 0x11: ("mbc3", False, False),
-    0x12: ("mbc3", False, False), 0x13: ("mbc3", False, False),
-    0x19: ("mbc5", False, False), 0x1A: ("mbc5", False, False), 0x1B: ("mbc5", False, False),
-    0x1C: ("mbc5", False, True), 0x1D: ("mbc5", False, True), 0x1E: ("mbc5", False, True),
+    0x00: ("none", False, False),
+    0x08: ("none", False, False),
+    0x09: ("none", False, False),
+    0x01: ("mbc1", False, False),
+    0x02: ("mbc1", False, False),
+    0x03: ("mbc1", False, False),
+    0x05: ("mbc2", False, False),
+    0x06: ("mbc2", False, False),
+    0x0F: ("mbc3", True, False),
+    0x10: ("mbc3", True, False),
+    0x11: ("mbc3", False, False),
+    0x12: ("mbc3", False, False),
+    0x13: ("mbc3", False, False),
+    0x19: ("mbc5", False, False),
+    0x1A: ("mbc5", False, False),
+    0x1B: ("mbc5", False, False),
+    0x1C: ("mbc5", False, True),
+    0x1D: ("mbc5", False, True),
+    0x1E: ("mbc5", False, True),
 }
 # PyBoy keeps this many 8 KiB RAM banks per header RAM-size byte (it allocates one even for
 # cartridges without RAM).
@@ -118,7 +131,9 @@ class _Reader:
         out = {}
         for item in spec.split():
             name, _, bits = item.partition(":")
-            out[name] = {"8": self.u8, "16": self.u16, "32": self.u32, "64": self.u64}[bits or "8"]()
+            out[name] = {"8": self.u8, "16": self.u16, "32": self.u32, "64": self.u64}[
+                bits or "8"
+            ]()
         return out
 
 
@@ -193,8 +208,12 @@ def read_state(data: bytes, rom: str | bytes | os.PathLike) -> PyBoyState:
     if mb["cgb"]:
         raise PyBoyStateError("PyBoy state is of a Game Boy Color session; GBX emulates the DMG")
     if mb["bootrom_enabled"]:
-        raise PyBoyStateError("PyBoy state was saved while the boot ROM was running; GBX starts after it")
-    cpu = r.fields("A F B C D E HL:16 SP:16 PC:16 ime ime_delay halted stopped IE queued IF cycles:64")
+        raise PyBoyStateError(
+            "PyBoy state was saved while the boot ROM was running; GBX starts after it"
+        )
+    cpu = r.fields(
+        "A F B C D E HL:16 SP:16 PC:16 ime ime_delay halted stopped IE queued IF cycles:64"
+    )
     dma = r.fields("active reading source index start_cycle:64")
     lcd: dict[str, Any] = {"VRAM": r.bytes(0x2000), "OAM": r.bytes(0xA0)}
     lcd.update(r.fields("LCDC BGP OBP0 OBP1 STAT LY LYC SCY SCX WY WX object_priority_mode"))
@@ -227,7 +246,9 @@ def read_state(data: bytes, rom: str | bytes | os.PathLike) -> PyBoyState:
     wy_activated_frame = r.u8()
     wram, unusable, io, hram = r.bytes(0x2000), r.bytes(0x60), r.bytes(0x4C), r.bytes(0x7F)
     r.u8()  # wram_select (CGB)
-    timer = r.fields("DIV TIMA DIV_counter:16 TIMA_counter:16 TMA TAC reload_state last_cycles:64 cycles_to_interrupt:64")
+    timer = r.fields(
+        "DIV TIMA DIV_counter:16 TIMA_counter:16 TMA TAC reload_state last_cycles:64 cycles_to_interrupt:64"
+    )
 
     cart_type, ram_byte = rom_b[0x147], rom_b[0x149]
     if cart_type not in _CARTS:
@@ -251,7 +272,9 @@ def read_state(data: bytes, rom: str | bytes | os.PathLike) -> PyBoyState:
     cart["ram"] = r.bytes(ram_banks * 0x2000)
     if has_rtc:
         r.f64()  # host time zero
-        cart["rtc"] = r.fields("halt0 carry0 seconds minutes hours day_low day_high halt day_carry cycles:64")
+        cart["rtc"] = r.fields(
+            "halt0 carry0 seconds minutes hours day_low day_high halt day_carry cycles:64"
+        )
         r.f64()  # host time at save (PyBoy advances its clock by host time; GBX does not)
     if kind == "mbc1":
         cart.update(r.fields("bank1 bank2"))
@@ -259,11 +282,25 @@ def read_state(data: bytes, rom: str | bytes | os.PathLike) -> PyBoyState:
         if r.u8():
             r.u8()  # rumble motor
     joypad = r.fields("directional standard")
-    serial = r.fields("SB SC transfer_enabled internal_clock last_cycles:64 cycles_to_interrupt:64 clock:64 clock_target:64")
+    serial = r.fields(
+        "SB SC transfer_enabled internal_clock last_cycles:64 cycles_to_interrupt:64 clock:64 clock_target:64"
+    )
     del rumble
     return PyBoyState(
-        version, cpu, dma, lcd, snd, wy_activated_frame, wram, unusable, io, hram, timer, cart,
-        joypad, serial,
+        version,
+        cpu,
+        dma,
+        lcd,
+        snd,
+        wy_activated_frame,
+        wram,
+        unusable,
+        io,
+        hram,
+        timer,
+        cart,
+        joypad,
+        serial,
     )
 
 
@@ -286,7 +323,9 @@ def _split_blob(blob: bytes) -> tuple[bytes, list[tuple[str, bytes]]]:
 def _join_blob(header: bytes, records: list[tuple[str, bytes]]) -> bytes:
     payload = bytearray(len(records).to_bytes(4, "little"))
     for name, data in records:
-        payload += bytes([len(name)]) + name.encode("ascii") + len(data).to_bytes(4, "little") + data
+        payload += (
+            bytes([len(name)]) + name.encode("ascii") + len(data).to_bytes(4, "little") + data
+        )
     return header[:48] + len(payload).to_bytes(8, "little") + bytes(payload)
 
 
@@ -302,23 +341,46 @@ def _sound_registers(snd: dict[str, Any]) -> dict[int, int]:
         return (c["pending_wave_duty"] if c["duty_update_pending"] else c["wave_duty"]) << 6 | 0x3F
 
     def envelope(c):
-        return (c["envelope_volume"] << 4 | c["envelope_direction"] << 3 | c["envelope_pace"]) & 0xFF
+        return (
+            c["envelope_volume"] << 4 | c["envelope_direction"] << 3 | c["envelope_pace"]
+        ) & 0xFF
 
     regs = {
-        0xFF10: (c1["sweep_pace"] << 4 | c1["sweep_direction"] << 3 | c1["sweep_magnitude"] | 0x80) & 0xFF,
-        0xFF11: duty(c1), 0xFF12: envelope(c1), 0xFF13: 0xFF, 0xFF14: (c1["length_enable"] << 6 | 0xBF) & 0xFF,
+        0xFF10: (c1["sweep_pace"] << 4 | c1["sweep_direction"] << 3 | c1["sweep_magnitude"] | 0x80)
+        & 0xFF,
+        0xFF11: duty(c1),
+        0xFF12: envelope(c1),
+        0xFF13: 0xFF,
+        0xFF14: (c1["length_enable"] << 6 | 0xBF) & 0xFF,
         0xFF15: 0xFF,
-        0xFF16: duty(c2), 0xFF17: envelope(c2), 0xFF18: 0xFF, 0xFF19: (c2["length_enable"] << 6 | 0xBF) & 0xFF,
-        0xFF1A: (c3["dacpow"] << 7 | 0x7F) & 0xFF, 0xFF1B: 0xFF, 0xFF1C: (c3["volreg"] << 5 | 0x9F) & 0xFF,
-        0xFF1D: 0xFF, 0xFF1E: (c3["length_enable"] << 6 | 0xBF) & 0xFF,
+        0xFF16: duty(c2),
+        0xFF17: envelope(c2),
+        0xFF18: 0xFF,
+        0xFF19: (c2["length_enable"] << 6 | 0xBF) & 0xFF,
+        0xFF1A: (c3["dacpow"] << 7 | 0x7F) & 0xFF,
+        0xFF1B: 0xFF,
+        0xFF1C: (c3["volreg"] << 5 | 0x9F) & 0xFF,
+        0xFF1D: 0xFF,
+        0xFF1E: (c3["length_enable"] << 6 | 0xBF) & 0xFF,
         0xFF1F: 0xFF,
-        0xFF20: 0xFF, 0xFF21: envelope(c4),
+        0xFF20: 0xFF,
+        0xFF21: envelope(c4),
         0xFF22: (c4["clkpow"] << 4 | c4["regwid"] << 3 | c4["clkdiv"]) & 0xFF,
         0xFF23: (c4["length_enable"] << 6 | 0xBF) & 0xFF,
         0xFF24: snd["NR50"],
-        0xFF25: (snd["noise_left"] | snd["wave_left"] | snd["tone_left"] | snd["sweep_left"]
-                 | snd["noise_right"] | snd["wave_right"] | snd["tone_right"] | snd["sweep_right"]) & 0xFF,
-        0xFF26: (0x70 | snd["poweron"] | c1["enable"] | c2["enable"] | c3["enable"] | c4["enable"]) & 0xFF,
+        0xFF25: (
+            snd["noise_left"]
+            | snd["wave_left"]
+            | snd["tone_left"]
+            | snd["sweep_left"]
+            | snd["noise_right"]
+            | snd["wave_right"]
+            | snd["tone_right"]
+            | snd["sweep_right"]
+        )
+        & 0xFF,
+        0xFF26: (0x70 | snd["poweron"] | c1["enable"] | c2["enable"] | c3["enable"] | c4["enable"])
+        & 0xFF,
     }
     for i in range(16):
         regs[0xFF30 + i] = snd["wavetable"][i]
@@ -549,14 +611,29 @@ def rom_sha256(rom: str | bytes | os.PathLike) -> str:
 # -- Side by side with PyBoy (needs the pyboy package: pip install gbx[pyboy]) ---------------
 
 _REGS = ("a", "f", "b", "c", "d", "e", "h", "l", "sp", "pc")
-_REGIONS = {"WRAM": (0xC000, 0x2000), "HRAM": (0xFF80, 0x7F), "VRAM": (0x8000, 0x2000), "OAM": (0xFE00, 0xA0)}
+_REGIONS = {
+    "WRAM": (0xC000, 0x2000),
+    "HRAM": (0xFF80, 0x7F),
+    "VRAM": (0x8000, 0x2000),
+    "OAM": (0xFE00, 0xA0),
+}
 
 
 def pyboy_snapshot(p: PyBoyState) -> dict[str, Any]:
     """Registers and WRAM/HRAM/VRAM/OAM of a parsed PyBoy state."""
     c = p.cpu
-    regs = {"a": c["A"], "f": c["F"] & 0xF0, "b": c["B"], "c": c["C"], "d": c["D"], "e": c["E"],
-            "h": c["HL"] >> 8, "l": c["HL"] & 0xFF, "sp": c["SP"], "pc": c["PC"]}
+    regs = {
+        "a": c["A"],
+        "f": c["F"] & 0xF0,
+        "b": c["B"],
+        "c": c["C"],
+        "d": c["D"],
+        "e": c["E"],
+        "h": c["HL"] >> 8,
+        "l": c["HL"] & 0xFF,
+        "sp": c["SP"],
+        "pc": c["PC"],
+    }
     mem = {"WRAM": p.wram, "HRAM": p.hram, "VRAM": p.lcd["VRAM"], "OAM": p.lcd["OAM"]}
     return {"regs": regs, "mem": mem, "cycles": c["cycles"]}
 
@@ -567,14 +644,24 @@ def gbx_snapshot(blob: bytes) -> dict[str, Any]:
     f = dict(records)
     regs = {r: int.from_bytes(f[r], "little") for r in _REGS}
     m, M = f["mem"], _native
-    mem = {"WRAM": m[M.MEM_WRAM : M.MEM_WRAM + 0x2000], "HRAM": m[M.MEM_IO + 0x80 : M.MEM_IO + 0xFF],
-           "VRAM": m[M.MEM_VRAM : M.MEM_VRAM + 0x2000], "OAM": m[M.MEM_OAM : M.MEM_OAM + 0xA0]}
-    return {"regs": regs, "mem": mem, "cycles": int.from_bytes(f["cycle_count"], "little", signed=True)}
+    mem = {
+        "WRAM": m[M.MEM_WRAM : M.MEM_WRAM + 0x2000],
+        "HRAM": m[M.MEM_IO + 0x80 : M.MEM_IO + 0xFF],
+        "VRAM": m[M.MEM_VRAM : M.MEM_VRAM + 0x2000],
+        "OAM": m[M.MEM_OAM : M.MEM_OAM + 0xA0],
+    }
+    return {
+        "regs": regs,
+        "mem": mem,
+        "cycles": int.from_bytes(f["cycle_count"], "little", signed=True),
+    }
 
 
 def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """What differs between two snapshots, one short item per register or region."""
-    out = [f"{r}={a['regs'][r]:#x}/{b['regs'][r]:#x}" for r in _REGS if a["regs"][r] != b["regs"][r]]
+    out = [
+        f"{r}={a['regs'][r]:#x}/{b['regs'][r]:#x}" for r in _REGS if a["regs"][r] != b["regs"][r]
+    ]
     for name, (base, _) in _REGIONS.items():
         x, y = a["mem"][name], b["mem"][name]
         if x != y:
@@ -592,7 +679,9 @@ def _pyboy_state(pb) -> bytes:
     return f.getvalue()
 
 
-def compare_with_pyboy(rom: str | bytes | os.PathLike, import_frame: int = 120, frames: int = 300) -> dict[str, Any]:
+def compare_with_pyboy(
+    rom: str | bytes | os.PathLike, import_frame: int = 120, frames: int = 300
+) -> dict[str, Any]:
     """Runs ``rom`` in PyBoy (headless) for ``import_frame`` frames, imports its state into a
     one-env GBX VecEnv, then steps both one frame at a time for ``frames`` frames.
 
@@ -600,12 +689,12 @@ def compare_with_pyboy(rom: str | bytes | os.PathLike, import_frame: int = 120, 
     ``first_divergence`` (the first frame after the import at which registers or
     WRAM/HRAM/VRAM/OAM differ, or None) and ``diff`` (what differed there).
     """
+    import tempfile
+
     import numpy as np
     from pyboy import PyBoy
 
     from .vec_env import VecEnv
-
-    import tempfile
 
     spec, rom_b = _rom_bytes(rom)
     name = spec.split(":", 1)[1] if spec.startswith("builtin:") else os.path.basename(spec)
@@ -625,7 +714,9 @@ def compare_with_pyboy(rom: str | bytes | os.PathLike, import_frame: int = 120, 
             "rom": name,
             "import_frame": import_frame,
             "frames": frames,
-            "import_diff": differences(pyboy_snapshot(read_state(state, rom_b)), gbx_snapshot(save())),
+            "import_diff": differences(
+                pyboy_snapshot(read_state(state, rom_b)), gbx_snapshot(save())
+            ),
             "first_divergence": None,
             "diff": [],
         }
@@ -662,7 +753,11 @@ def main(argv: list[str] | None = None) -> int:
         r = compare_with_pyboy(rom, a.import_frame, a.frames)
         at = "equal" if not r["import_diff"] else "DIFFERS: " + "; ".join(r["import_diff"])
         bad += bool(r["import_diff"])
-        div = "none" if r["first_divergence"] is None else f"frame {r['first_divergence']}: " + "; ".join(r["diff"][:4])
+        div = (
+            "none"
+            if r["first_divergence"] is None
+            else f"frame {r['first_divergence']}: " + "; ".join(r["diff"][:4])
+        )
         print(f"{r['rom']:<20} {at:<14} {div}", flush=True)
     return 1 if bad else 0
 

@@ -21,9 +21,10 @@ Comparisons are unsigned bytes; ``equal(v)`` / ``changed(by=d)`` / ``increased(b
 ``decreased(by=d)`` take an exact value or difference (modulo 256). Reads go through
 ``env.read_memory`` (the memory view, no side effects), one native call per snapshot.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -101,10 +102,13 @@ class RamSearch:
 
     def __repr__(self) -> str:
         shown = ", ".join(
-            f"{a:#06x}={v:#04x}" for a, v in zip(self.candidates[:8], self._prev[0, self._offsets[:8]])
+            f"{a:#06x}={v:#04x}"
+            for a, v in zip(self.candidates[:8], self._prev[0, self._offsets[:8]])
         )
         more = " ..." if len(self) > 8 else ""
-        return f"RamSearch: {len(self)} candidates in [{self.lo:#06x}, {self.hi:#06x}): {shown}{more}"
+        return (
+            f"RamSearch: {len(self)} candidates in [{self.lo:#06x}, {self.hi:#06x}): {shown}{more}"
+        )
 
     # -- internals -------------------------------------------------------------------------
 

@@ -21,10 +21,12 @@ Game Boys. Differences from Gymnasium that this class handles:
 ``get_attr``/``set_attr``/``env_method`` reach the one gbx env (one value per index, all the
 same object: the Game Boys share it).
 """
+
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -32,8 +34,8 @@ try:
     from stable_baselines3.common.vec_env.base_vec_env import VecEnv as _SB3VecEnv
 except ImportError as e:  # pragma: no cover - exercised only without SB3
     raise ImportError(
-        "gbx.sb3 needs stable-baselines3 (pip install stable-baselines3); "
-        f"importing it failed: {e}") from None
+        f"gbx.sb3 needs stable-baselines3 (pip install stable-baselines3); importing it failed: {e}"
+    ) from None
 
 from . import games
 from .vec_env import VecEnv as _GbxVecEnv

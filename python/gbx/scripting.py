@@ -45,17 +45,26 @@ their observations (the arrays the last ``step``/``reset`` returned, when made w
 ``copy=False``), frame stacks and episode counters are refreshed; a pending autoreset is
 cancelled. The env must have been reset once (``env.reset()``) before.
 """
+
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from .actions import A, B, DOWN, LEFT, RIGHT, SELECT, START, UP
+from .actions import DOWN, LEFT, RIGHT, SELECT, START, UP, A, B
 from .expressions import HostExpression
 
-BUTTONS = {"a": A, "b": B, "select": SELECT, "start": START, "right": RIGHT, "left": LEFT,
-           "up": UP, "down": DOWN}
+BUTTONS = {
+    "a": A,
+    "b": B,
+    "select": SELECT,
+    "start": START,
+    "right": RIGHT,
+    "left": LEFT,
+    "up": UP,
+    "down": DOWN,
+}
 
 
 class ScriptError(ValueError):
@@ -84,7 +93,8 @@ def parse_buttons(text: str) -> int:
         if name not in BUTTONS:
             raise ValueError(
                 f"unknown button {part.strip()!r} in {text!r} (buttons: {', '.join(BUTTONS)}; "
-                "join several with '+')")
+                "join several with '+')"
+            )
         if byte & BUTTONS[name]:
             raise ValueError(f"button {name!r} named twice in {text!r}")
         byte |= BUTTONS[name]
@@ -102,7 +112,12 @@ class _Step:
 
     def __init__(self, kind, buttons, frames, expr, source):
         self.kind, self.buttons, self.frames, self.expr, self.source = (
-            kind, buttons, frames, expr, source)
+            kind,
+            buttons,
+            frames,
+            expr,
+            source,
+        )
 
 
 class Script:
@@ -118,7 +133,8 @@ class Script:
             if not isinstance(step, (tuple, list)):
                 raise ScriptError(
                     f"script step {i} {step!r}: a step is a tuple like ('a', 4), ('wait', 60) "
-                    "or ('until', 'ram(0xC000) == 1', 600)")
+                    "or ('until', 'ram(0xC000) == 1', 600)"
+                )
             step = tuple(step)
             try:
                 parsed.append(self._parse(i, step))
@@ -147,8 +163,9 @@ class Script:
             return _Step("until", buttons, limit, expr, step)
         if len(step) != 2:
             raise ValueError("(buttons, frames) takes one frame count")
-        return _Step("frames", parse_buttons(step[0]), _frames_arg(step[1], "frames", 1), None,
-                     step)
+        return _Step(
+            "frames", parse_buttons(step[0]), _frames_arg(step[1], "frames", 1), None, step
+        )
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -169,7 +186,8 @@ class Script:
         if release == 0 and any(s.buttons for s in self._parsed):
             raise ValueError(
                 "this env was made with release_after_frames=0, which releases every button "
-                "at once: a script cannot hold one (make the env with release_after_frames >= 1)")
+                "at once: a script cannot hold one (make the env with release_after_frames >= 1)"
+            )
         native = env.backend
         n = env.num_envs
         ran = np.zeros(n, dtype=np.int64)
@@ -190,7 +208,11 @@ class Script:
                     raise ScriptTimeout(
                         f"script step {i} {step.source!r}: the condition did not hold within "
                         f"{step.frames} frames in {len(bad)} of {int(mask.sum())} env(s) "
-                        f"(env {shown})", i, bad, ran.copy())
+                        f"(env {shown})",
+                        i,
+                        bad,
+                        ran.copy(),
+                    )
         finally:
             env._scripted(mask)
         return ran
@@ -218,7 +240,8 @@ def _env_mask(env, envs) -> np.ndarray:
         return a.copy()
     if a.ndim != 1 or a.size == 0 or not np.issubdtype(a.dtype, np.integer):
         raise ValueError(
-            f"envs must be None, an env index, a list of them or a bool mask, got {envs!r}")
+            f"envs must be None, an env index, a list of them or a bool mask, got {envs!r}"
+        )
     if a.min() < 0 or a.max() >= n:
         raise ValueError(f"envs: index out of range (0..{n - 1}) in {a.tolist()}")
     mask = np.zeros(n, dtype=bool)
@@ -231,8 +254,9 @@ def _env_mask(env, envs) -> np.ndarray:
 _SINGLE_TAIL = 3
 
 
-def _run_frames(native, mask: np.ndarray, buttons: int, frames: int, release: int,
-                ran: np.ndarray) -> None:
+def _run_frames(
+    native, mask: np.ndarray, buttons: int, frames: int, release: int, ran: np.ndarray
+) -> None:
     """The masked envs run ``frames`` frames holding ``buttons`` (others untouched), in calls
     of at most ``release`` frames when buttons are held (see the module doc).
 

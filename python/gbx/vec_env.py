@@ -1,8 +1,10 @@
 """gbx.VecEnv: many Game Boys as one Gymnasium 1.x vector environment."""
+
 from __future__ import annotations
 
 import warnings
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -55,8 +57,11 @@ def parse_hooks(hooks) -> list[tuple[int, int]]:
                 if len(parts) == 2:
                     bank = int(parts[0], 16)
                 addr = int(parts[-1], 16)
-            elif isinstance(h, tuple) and len(h) == 2 and all(
-                    isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in h):
+            elif (
+                isinstance(h, tuple)
+                and len(h) == 2
+                and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in h)
+            ):
                 bank, addr = int(h[0]), int(h[1])
             else:
                 raise ValueError
@@ -186,13 +191,18 @@ class VecEnv(gym.vector.VectorEnv):
         if noop_max < 0:
             raise ValueError(f"noop_max must be >= 0 (got {noop_max})")
         if not 0.0 <= sticky_actions <= 1.0:
-            raise ValueError(f"sticky_actions must be a probability in [0, 1] (got {sticky_actions})")
+            raise ValueError(
+                f"sticky_actions must be a probability in [0, 1] (got {sticky_actions})"
+            )
         if max_episode_frames is not None and max_episode_frames < 1:
             raise ValueError(f"max_episode_frames must be >= 1 or None (got {max_episode_frames})")
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array' (got {render_mode!r})")
-        if (isinstance(env_offset, bool) or not isinstance(env_offset, (int, np.integer))
-                or env_offset < 0):
+        if (
+            isinstance(env_offset, bool)
+            or not isinstance(env_offset, (int, np.integer))
+            or env_offset < 0
+        ):
             raise ValueError(f"env_offset must be an int >= 0 (got {env_offset!r})")
         track = list(track)
         if len(track) > _native.USER_TRACK_MAX:
@@ -200,8 +210,11 @@ class VecEnv(gym.vector.VectorEnv):
         for name, expr in (("reward", reward), ("done", done)):
             if expr is not None and (not isinstance(expr, str) or not expr.strip()):
                 raise ValueError(f"{name} must be a non-empty C++ expression string or None")
-        if (isinstance(seen_capacity, bool) or not isinstance(seen_capacity, (int, np.integer))
-                or not 1 <= seen_capacity <= _native.SEEN_CAPACITY_MAX):
+        if (
+            isinstance(seen_capacity, bool)
+            or not isinstance(seen_capacity, (int, np.integer))
+            or not 1 <= seen_capacity <= _native.SEEN_CAPACITY_MAX
+        ):
             raise ValueError(
                 f"seen_capacity must be an int in 1..{_native.SEEN_CAPACITY_MAX} "
                 f"(got {seen_capacity!r})"
@@ -405,7 +418,9 @@ class VecEnv(gym.vector.VectorEnv):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
                 raise ValueError(f"read_memory: {name} must be an int (got {v!r})")
         if not 0 <= lo < hi <= 0x10000:
-            raise ValueError(f"memory range must satisfy 0 <= lo < hi <= 0x10000 (got {lo:#x}:{hi:#x})")
+            raise ValueError(
+                f"memory range must satisfy 0 <= lo < hi <= 0x10000 (got {lo:#x}:{hi:#x})"
+            )
         return self._live().read_memory_all(int(lo), int(hi))
 
     # -- save states ---------------------------------------------------------------------
@@ -513,8 +528,11 @@ class VecEnv(gym.vector.VectorEnv):
         if mask is None:
             mask = np.ones(self.num_envs, dtype=bool)
         drawn = self._streams.integers("pool", len(self._pool) - 1, mask)
-        index = np.zeros(self.num_envs, dtype=np.int64) if self._pool_index is None \
+        index = (
+            np.zeros(self.num_envs, dtype=np.int64)
+            if self._pool_index is None
             else self._pool_index.copy()
+        )
         index[mask] = drawn[mask]
         if self._pool_index is not None and np.array_equal(index, self._pool_index):
             return
@@ -566,13 +584,15 @@ class VecEnv(gym.vector.VectorEnv):
             for s in seeds:
                 if s is not None and (isinstance(s, bool) or not isinstance(s, (int, np.integer))):
                     raise ValueError(
-                        f"reset(seed=[...]): each seed must be an int or None, got {s!r}")
+                        f"reset(seed=[...]): each seed must be an int or None, got {s!r}"
+                    )
             self._streams.reseed(seeds)
             self._seed = seeds
             return
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise ValueError(
-                f"seed must be an int, a list of ints (one per env) or None, got {seed!r}")
+                f"seed must be an int, a list of ints (one per env) or None, got {seed!r}"
+            )
         self._streams = EnvStreams(seed, self.num_envs, self.env_offset)
         self._seed = seed
 

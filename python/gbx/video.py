@@ -3,10 +3,11 @@
 Needs imageio and imageio-ffmpeg (``pip install 'gbx[video]'``; imageio-ffmpeg's wheel
 carries its own ffmpeg binary, about 68 MB).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -68,7 +69,12 @@ def record_video(
 
     # 160x144 and its multiples are multiples of 16, ffmpeg's macroblock: no resize.
     with imageio.get_writer(
-        str(path), format="FFMPEG", mode="I", fps=fps, codec="libx264", quality=8,
+        str(path),
+        format="FFMPEG",
+        mode="I",
+        fps=fps,
+        codec="libx264",
+        quality=8,
         macro_block_size=16,
     ) as w:
         w.append_data(frame())

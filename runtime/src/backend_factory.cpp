@@ -10,8 +10,10 @@ Result<std::unique_ptr<Backend>> make_backend(const std::string& name, const Rom
                                               const BackendConfig& config) {
   if (Status st = check_hooks(rom, config.hooks); !st) return st.take_error();
   if (!config.hooks.empty() && name != "cpu" && name != "cuda")
-    return make_error(ErrorKind::Usage, "hooks are counted by the generated kernel: the cpu and "
-                                        "cuda backends (" + name + " runs its own interpreter)");
+    return make_error(ErrorKind::Usage,
+                      "hooks are counted by the generated kernel: the cpu and "
+                      "cuda backends (" +
+                          name + " runs its own interpreter)");
   if (name == "cpu") {
     auto b = CpuBackend::create(rom, config);
     if (!b) return b.take_error();

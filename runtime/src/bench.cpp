@@ -174,8 +174,8 @@ Result<json> run_bench(const BenchOptions& o) {
     if (auto st = be->reset(0); !st) return st.take_error();
     if (!start_state.empty()) {
       if (auto st = be->set_reset_state({start_state}); !st)
-        return make_error(st.error().kind, "--load-state " + o.load_state + ": " +
-                                               st.error().message);
+        return make_error(st.error().kind,
+                          "--load-state " + o.load_state + ": " + st.error().message);
       if (auto st = be->reset(std::vector<uint8_t>((size_t)n, 1)); !st) return st.take_error();
     }
     r.setup_seconds = since(t0);

@@ -139,8 +139,8 @@ Result<std::vector<VariantResult>> run_interleaved_bench(const InterleavedBenchO
     if (!b) return b.take_error();
     if (!start_state.empty()) {
       if (auto st = b.value()->set_reset_state({start_state}); !st)
-        return make_error(st.error().kind, "--load-state " + o.load_state + ": " +
-                                               st.error().message);
+        return make_error(st.error().kind,
+                          "--load-state " + o.load_state + ": " + st.error().message);
       if (auto st = b.value()->reset(std::vector<uint8_t>((size_t)envs, 1)); !st)
         return st.take_error();
     }

@@ -112,13 +112,12 @@ Result<std::shared_ptr<CudaLoadedKernel>> shared_kernel(const CudaContext& ctx,
 uint64_t dev_addr(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
 
 // The state fields a CpuState reports: what cpu_states() packs for all envs and copies at once.
-#define GBX_REGISTER_FIELDS(X)                                                                \
-  X(pc, 2)                                                                                    \
-  X(sp, 2)                                                                                    \
-  X(a, 1)                                                                                     \
-  X(f, 1)                                                                                     \
-  X(b, 1) X(c, 1) X(d, 1) X(e, 1) X(h, 1) X(l, 1) X(ime, 1) X(run_state, 1) X(cycle_count, 8) \
-      X(instr_count, 8) X(trap_kind, 1) X(trap_pc, 2) X(trap_opcode, 1)
+// clang-format off
+#define GBX_REGISTER_FIELDS(X)                                                       \
+  X(pc, 2) X(sp, 2) X(a, 1) X(f, 1) X(b, 1) X(c, 1) X(d, 1) X(e, 1) X(h, 1) X(l, 1)  \
+  X(ime, 1) X(run_state, 1) X(cycle_count, 8) X(instr_count, 8) X(trap_kind, 1)     \
+  X(trap_pc, 2) X(trap_opcode, 1)
+// clang-format on
 
 size_t align64(size_t v) { return (v + 63) / 64 * 64; }
 
@@ -498,8 +497,8 @@ Status CudaBackend::set_reset_state(const std::vector<std::vector<uint8_t>>& blo
     return make_error(ErrorKind::Usage, "set_reset_state takes 0, 1 or " + std::to_string(n) +
                                             " blobs, got " + std::to_string(blobs.size()));
   // Every blob is decoded (and so checked) on the host before anything reaches the device.
-  EnvState image(std::max<int>(1, (int)blobs.size()), cfg_.memory_model, &rom_,
-                 MemLayout::EnvMajor, seen_bytes_);
+  EnvState image(std::max<int>(1, (int)blobs.size()), cfg_.memory_model, &rom_, MemLayout::EnvMajor,
+                 seen_bytes_);
   if (blobs.empty()) {
     if (cfg_.memory_model == MemoryModel::Flat64k)
       image.reset_zero();
@@ -940,10 +939,10 @@ CudaBackend::tier_builder() const {
 }
 
 void CudaBackend::compile_optimized_in_background(TemplateBundle bundle, SynthParams p) {
-  optimized_compile_ = std::async(std::launch::async, [build = tier_builder(),
-                                                       b = std::move(bundle), p = std::move(p)]() {
-    return build(std::move(b), std::move(p));
-  });
+  optimized_compile_ = std::async(
+      std::launch::async, [build = tier_builder(), b = std::move(bundle), p = std::move(p)]() {
+        return build(std::move(b), std::move(p));
+      });
 }
 
 void CudaBackend::use_tier_kernel(TierKernel k) {

@@ -38,12 +38,12 @@ Result<std::unique_ptr<Backend>> make_mgba_backend(const Rom&, const BackendConf
 #include <mgba/internal/sm83/sm83.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <atomic>
 #include <condition_variable>
 #include <cstdarg>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -636,8 +636,8 @@ Result<std::unique_ptr<MgbaBackend>> MgbaBackend::create(const Rom& rom, const B
                       "ROM '" + rom.name + "' is too small for a cartridge header");
   // One mGBA core per env costs ~185 KiB (measured with libmgba 0.10.1): refuse counts that
   // cannot fit before creating any, rather than grinding through millions of cores.
-  if (auto st = check_env_count(cfg.num_envs, MemoryModel::Dmg, rom.header.ram_size,
-                                kMgbaCoreBytes);
+  if (auto st =
+          check_env_count(cfg.num_envs, MemoryModel::Dmg, rom.header.ram_size, kMgbaCoreBytes);
       !st)
     return st.take_error();
   install_logger(cfg.verbose);
@@ -757,7 +757,8 @@ Status MgbaBackend::run_frames(const std::vector<int32_t>& actions,
   };
   // Chunks of one env: cores differ in cost (halted ones are cheap).
   impl_->pool->run(
-      n, [&](int64_t b, int64_t e) {
+      n,
+      [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) step_env((int)i);
       },
       1);

@@ -1,7 +1,7 @@
 // The step's output block: one contiguous allocation holding every output for all envs.
-#include "gbx/runtime/backend.h"
-
 #include <cstdio>
+
+#include "gbx/runtime/backend.h"
 
 namespace gbx {
 
@@ -56,9 +56,9 @@ Status check_hooks(const Rom& rom, const std::vector<HookAddr>& hooks) {
                         std::string(where) + " is the IE register, not ROM or RAM");
     if (h.bank >= 0) {
       if (h.addr < 0x4000 || h.addr >= 0x8000)
-        return make_error(ErrorKind::Usage,
-                          std::string(where) +
-                              ": a bank applies only to the switchable window 4000-7FFF");
+        return make_error(
+            ErrorKind::Usage,
+            std::string(where) + ": a bank applies only to the switchable window 4000-7FFF");
       if ((uint32_t)h.bank >= banks)
         return make_error(ErrorKind::Usage, std::string(where) + ": bank " +
                                                 std::to_string(h.bank) + " is beyond the " +

@@ -223,9 +223,9 @@ std::vector<uint8_t> encode_env_state(const EnvState& state, int env) {
   const StateLayout& l = state.layout();
   if (l.seen_bytes) {
     records.push_back({kMemRecord, std::vector<uint8_t>(mem.begin(), mem.begin() + l.seen_offset)});
-    records.push_back({kSeenRecord,
-                       std::vector<uint8_t>(mem.begin() + l.seen_offset,
-                                            mem.begin() + l.seen_offset + l.seen_bytes)});
+    records.push_back(
+        {kSeenRecord, std::vector<uint8_t>(mem.begin() + l.seen_offset,
+                                           mem.begin() + l.seen_offset + l.seen_bytes)});
   } else {
     records.push_back({kMemRecord, std::move(mem)});
   }

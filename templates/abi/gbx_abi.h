@@ -51,10 +51,10 @@
 #define GBX_MBC_1 1
 #define GBX_MBC_2 2
 #define GBX_MBC_3 3
-#define GBX_MBC_3_RTC 4       // MBC3 with the real-time clock
+#define GBX_MBC_3_RTC 4  // MBC3 with the real-time clock
 #define GBX_MBC_5 5
-#define GBX_MBC_5_RUMBLE 6    // RAM bank bit 3 drives the motor, not the RAM
-#define GBX_MBC_1M 7          // MBC1 multicart: BANK1 bit 4 is not wired to the ROM
+#define GBX_MBC_5_RUMBLE 6  // RAM bank bit 3 drives the motor, not the RAM
+#define GBX_MBC_1M 7        // MBC1 multicart: BANK1 bit 4 is not wired to the ROM
 
 // MBC3 real-time clock: 5 counting registers (S M H DL DH), then the 5 latched copies.
 #define GBX_RTC_BYTES 10
@@ -84,17 +84,17 @@ typedef struct GbxState {
   unsigned char* h;
   unsigned char* l;
   unsigned char* ime;
-  unsigned char* ei_delay;   // 1: IME becomes 1 after the next instruction
-  unsigned char* run_state;  // GBX_RUN_*
-  unsigned char* halt_bug;   // 1: the next opcode fetch does not advance PC
-  long long* cycle_count;    // T-cycles since reset
-  long long* instr_count;    // instructions retired since reset
-  int* cycle_in_frame;       // T-cycles into the current frame (overshoot carried)
-  long long* div_epoch;      // cycle_count at which the 16-bit system counter was 0
-  long long* timer_synced;   // cycle_count up to which TIMA has been advanced
-  long long* ppu_epoch;      // cycle_count at which the PPU was at line 0, dot 0
-  long long* serial_event;   // cycle_count at which the serial transfer completes, or max
-  long long* dma_end;        // cycle_count at which the OAM DMA in progress ends
+  unsigned char* ei_delay;      // 1: IME becomes 1 after the next instruction
+  unsigned char* run_state;     // GBX_RUN_*
+  unsigned char* halt_bug;      // 1: the next opcode fetch does not advance PC
+  long long* cycle_count;       // T-cycles since reset
+  long long* instr_count;       // instructions retired since reset
+  int* cycle_in_frame;          // T-cycles into the current frame (overshoot carried)
+  long long* div_epoch;         // cycle_count at which the 16-bit system counter was 0
+  long long* timer_synced;      // cycle_count up to which TIMA has been advanced
+  long long* ppu_epoch;         // cycle_count at which the PPU was at line 0, dot 0
+  long long* serial_event;      // cycle_count at which the serial transfer completes, or max
+  long long* dma_end;           // cycle_count at which the OAM DMA in progress ends
   unsigned char* mbc_rom_bank;  // MBC1 BANK1 register (5 bits)
   unsigned char* mbc_ram_bank;  // MBC1 BANK2 register (2 bits)
   unsigned char* mbc_ram_enable;
@@ -104,23 +104,23 @@ typedef struct GbxState {
   unsigned char* trap_kind;
   unsigned short* trap_pc;
   unsigned char* trap_opcode;
-  long long* tima_reload;        // cycle of the last TIMA reload from TMA, or the pending one
-  long long* apu_synced;         // cycle up to which the APU length counters have counted
-  unsigned short* apu_length;    // 16 per env: length counters of channels 1-4, then APU state
-                                 // (GBX_APU_* in templates/hw/io.h: CH1 frequency, sweep,
-                                 // sequencer offset, CH3 frequency and position)
-  unsigned char* joyp_held;      // buttons held at the end of the last step (edge detection)
+  long long* tima_reload;          // cycle of the last TIMA reload from TMA, or the pending one
+  long long* apu_synced;           // cycle up to which the APU length counters have counted
+  unsigned short* apu_length;      // 16 per env: length counters of channels 1-4, then APU state
+                                   // (GBX_APU_* in templates/hw/io.h: CH1 frequency, sweep,
+                                   // sequencer offset, CH3 frequency and position)
+  unsigned char* joyp_held;        // buttons held at the end of the last step (edge detection)
   float* user_prev;                // GBX_USER_TRACK_MAX per env: tracked values at the last step
   unsigned char* user_prev_valid;  // 0 after reset: the next epilog takes prev = current
   unsigned char* mbc_rom_bank_hi;  // MBC5 ROM bank bit 8
   unsigned char* mbc_rtc_latch;    // MBC3: last value written to 6000-7FFF (latch on 00 -> 01)
   unsigned char* rtc_regs;         // GBX_RTC_BYTES per env (MBC3 clock), env-major
   long long* rtc_second_start;     // cycle_count at which the clock's current second began
-  unsigned char* lcd_fb;          // GBX_FRAMEBUFFER_BYTES * 2 per env: front and back framebuffer
-  unsigned char* lcd_flags;       // bit 0: front buffer index, bit 1: window WY matched,
-                                  // bit 2: first frame after LCD on (not shown)
-  unsigned char* lcd_win_line;    // window internal line counter
-  unsigned char* lcd_fifo;        // GBX_LCD_FIFO_BYTES per env: the pixel FIFO (ppu=fifo)
+  unsigned char* lcd_fb;           // GBX_FRAMEBUFFER_BYTES * 2 per env: front and back framebuffer
+  unsigned char* lcd_flags;        // bit 0: front buffer index, bit 1: window WY matched,
+                                   // bit 2: first frame after LCD on (not shown)
+  unsigned char* lcd_win_line;     // window internal line counter
+  unsigned char* lcd_fifo;         // GBX_LCD_FIFO_BYTES per env: the pixel FIFO (ppu=fifo)
 } GbxState;
 
 typedef struct GbxParams {
@@ -132,17 +132,17 @@ typedef struct GbxParams {
   unsigned int mem_stride;   // env_major: bytes per env; interleaved: envs padded (pitch)
   unsigned int cart_ram_size;
   int num_envs;
-  int frames;                 // run mode frames: frames per step
-  long long instr_budget;     // run mode instructions: instructions per step
-  const int* actions;         // reserved: one int32 per env
+  int frames;              // run mode frames: frames per step
+  long long instr_budget;  // run mode instructions: instructions per step
+  const int* actions;      // reserved: one int32 per env
   // One int32 per env, or null (every env runs `frames`): env i runs env_frames[i] frames
   // (0: only the stage epilog, which refreshes its outputs from the current state; < 0: the
   // env is not touched). Per-env no-op frames after resets and output refreshes run in one
   // launch this way (python/gbx/vec_env.py).
   const int* env_frames;
   const int* release_after_frames;  // one int32 per env: release after N frames (< 0: never)
-  float* obs;                 // obs_dim floats per env
-  float* reward;              // one float per env
+  float* obs;                       // obs_dim floats per env
+  float* reward;                    // one float per env
   int obs_dim;
   int reserved0;
   // Typed outputs beside obs and reward. Backends point all of them into one block so a

@@ -4,7 +4,10 @@
 #if GBX_MEMORY_MODEL_FLAT64K
 GBX_FN u8 bus_read(Core& c, u32 addr) { return mem_at(c, addr & 0xFFFFu); }
 GBX_FN void bus_write(Core& c, u32 addr, u8 v) { mem_at(c, addr & 0xFFFFu) = v; }
-GBX_FN void oam_dma(Machine& b, u8 page) { (void)b; (void)page; }
+GBX_FN void oam_dma(Machine& b, u8 page) {
+  (void)b;
+  (void)page;
+}
 GBX_FN void dma_settle(Machine& b, i64 now) {
   (void)b;
   (void)now;
@@ -189,11 +192,14 @@ GBX_FN u8 bus_read(Core& c, u32 addr) {
 
 GBX_NOINLINE void bus_write_slow(Machine& b, u32 addr, u8 v) {
   if (addr - 0x8000u < 0x2000u || addr - 0xFE00u < 0x100u) lcd_before_write(b);
-  if (addr < 0x8000u) mbc_write(b, addr, v);
+  if (addr < 0x8000u)
+    mbc_write(b, addr, v);
   else if (addr < 0xA000u) {
     if (!ppu_vram_write_locked(b)) mem_at(b, GBX_MEM_VRAM + (addr - 0x8000u)) = v;
-  } else if (addr < 0xC000u) cart_ram_write(b, addr, v);
-  else if (addr < 0xFE00u) mem_at(b, GBX_MEM_WRAM + ((addr - 0xC000u) & 0x1FFFu)) = v;
+  } else if (addr < 0xC000u)
+    cart_ram_write(b, addr, v);
+  else if (addr < 0xFE00u)
+    mem_at(b, GBX_MEM_WRAM + ((addr - 0xC000u) & 0x1FFFu)) = v;
   else if (addr < 0xFF00u) {
     if (ppu_oam_write_locked(b)) {
       const u32 r = oam_bug_row(b, io_time(b));
@@ -211,7 +217,8 @@ GBX_NOINLINE void bus_write_slow(Machine& b, u32 addr, u8 v) {
       ppu_schedule(b, io_time(b));
       events_reschedule(b);
     }
-  } else io_write(b, addr, v);
+  } else
+    io_write(b, addr, v);
 }
 
 GBX_FN void bus_write(Core& c, u32 addr, u8 v) {

@@ -138,10 +138,18 @@ GBX_FN void mbc_write(Machine& b, u32 addr, u8 v) {
     case GBX_MBC_1:
     case GBX_MBC_1M:
       switch (addr >> 13) {
-        case 0: b.mbc_ram_enable = (v & 0x0F) == 0x0A; return;
-        case 1: b.mbc_rom_bank = v & 0x1F; break;
-        case 2: b.mbc_ram_bank = v & 0x03; break;
-        default: b.mbc_mode = v & 1; break;
+        case 0:
+          b.mbc_ram_enable = (v & 0x0F) == 0x0A;
+          return;
+        case 1:
+          b.mbc_rom_bank = v & 0x1F;
+          break;
+        case 2:
+          b.mbc_ram_bank = v & 0x03;
+          break;
+        default:
+          b.mbc_mode = v & 1;
+          break;
       }
       break;
     case GBX_MBC_2:
@@ -156,10 +164,18 @@ GBX_FN void mbc_write(Machine& b, u32 addr, u8 v) {
     case GBX_MBC_3:
     case GBX_MBC_3_RTC:
       switch (addr >> 13) {
-        case 0: b.mbc_ram_enable = (v & 0x0F) == 0x0A; return;
-        case 1: b.mbc_rom_bank = v & 0x7F; break;
-        case 2: b.mbc_ram_bank = v & 0x0F; break;  // 00-07 RAM bank, 08-0C clock register
-        default: rtc_latch_write(b, v); return;
+        case 0:
+          b.mbc_ram_enable = (v & 0x0F) == 0x0A;
+          return;
+        case 1:
+          b.mbc_rom_bank = v & 0x7F;
+          break;
+        case 2:
+          b.mbc_ram_bank = v & 0x0F;
+          break;  // 00-07 RAM bank, 08-0C clock register
+        default:
+          rtc_latch_write(b, v);
+          return;
       }
       break;
     case GBX_MBC_5:
@@ -170,10 +186,14 @@ GBX_FN void mbc_write(Machine& b, u32 addr, u8 v) {
         b.mbc_ram_enable = v == 0x0A;
         return;
       }
-      if (addr < 0x3000u) b.mbc_rom_bank = v;
-      else if (addr < 0x4000u) b.mbc_rom_bank_hi = v & 1;
-      else if (addr < 0x6000u) b.mbc_ram_bank = v & 0x0F;
-      else return;
+      if (addr < 0x3000u)
+        b.mbc_rom_bank = v;
+      else if (addr < 0x4000u)
+        b.mbc_rom_bank_hi = v & 1;
+      else if (addr < 0x6000u)
+        b.mbc_ram_bank = v & 0x0F;
+      else
+        return;
       break;
     default:
       return;

@@ -28,7 +28,7 @@ GBX_FN void interrupt_dispatch(Cpu& cpu, Core& bus) {
   const u8 pending = (u8)(ie & bus.iflag & 0x1F);
   if (pending) {
     const u32 bit = lowest_bit_index(pending);
-    bus.iflag &= (u8)~(1u << bit);
+    bus.iflag &= (u8) ~(1u << bit);
     cpu.pc = (u16)(0x40u + 8u * bit);
   } else {
     cpu.pc = 0x0000;

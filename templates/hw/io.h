@@ -11,18 +11,40 @@ GBX_FN void events_reschedule(Machine& b) {
 GBX_FN u8 io_read_mask(u32 addr) {
   const u32 r = addr & 0xFFu;
   switch (r) {
-    case 0x02: return 0x7E;
-    case 0x07: return 0xF8;
-    case 0x0F: return 0xE0;
-    case 0x10: return 0x80;
-    case 0x11: case 0x16: return 0x3F;
-    case 0x13: case 0x18: case 0x1B: case 0x1D: case 0x20: return 0xFF;
-    case 0x14: case 0x19: case 0x1E: case 0x23: return 0xBF;
-    case 0x1A: return 0x7F;
-    case 0x1C: return 0x9F;
-    case 0x26: return 0x70;
-    case 0x41: return 0x80;
-    case 0x03: case 0x15: case 0x1F: return 0xFF;
+    case 0x02:
+      return 0x7E;
+    case 0x07:
+      return 0xF8;
+    case 0x0F:
+      return 0xE0;
+    case 0x10:
+      return 0x80;
+    case 0x11:
+    case 0x16:
+      return 0x3F;
+    case 0x13:
+    case 0x18:
+    case 0x1B:
+    case 0x1D:
+    case 0x20:
+      return 0xFF;
+    case 0x14:
+    case 0x19:
+    case 0x1E:
+    case 0x23:
+      return 0xBF;
+    case 0x1A:
+      return 0x7F;
+    case 0x1C:
+      return 0x9F;
+    case 0x26:
+      return 0x70;
+    case 0x41:
+      return 0x80;
+    case 0x03:
+    case 0x15:
+    case 0x1F:
+      return 0xFF;
     default:
       if ((r >= 0x08 && r <= 0x0E) || (r >= 0x27 && r <= 0x2F) || (r >= 0x4C && r <= 0x7F))
         return 0xFF;
@@ -75,10 +97,10 @@ GBX_FN void joyp_update(Machine& b, u8 select_byte, u8 buttons) {
 #define GBX_APU_FS 7      // [7]: frame-sequencer step offset (bits 0-2)
 #define GBX_APU_SWEEP_ON 0x10u
 #define GBX_APU_SWEEP_NEG_USED 0x20u
-#define GBX_APU_CH3_FREQ 8    // [8]: CH3 frequency as written to NR33/NR34 (11 bits)
-#define GBX_APU_CH3_POS 9     // [9]: the sample index (0-31) CH3's next fetch reads
-#define GBX_APU_CH3_GAP 10    // [10]: T-cycles from its last fetch to the next (0: none yet)
-#define GBX_APU_CH3_NEXT 12   // [12-15]: cycle of CH3's next fetch (i64, low halfword first)
+#define GBX_APU_CH3_FREQ 8   // [8]: CH3 frequency as written to NR33/NR34 (11 bits)
+#define GBX_APU_CH3_POS 9    // [9]: the sample index (0-31) CH3's next fetch reads
+#define GBX_APU_CH3_GAP 10   // [10]: T-cycles from its last fetch to the next (0: none yet)
+#define GBX_APU_CH3_NEXT 12  // [12-15]: cycle of CH3's next fetch (i64, low halfword first)
 
 GBX_FN u32 apu_nrx4(u32 ch) { return 0xFF14u + 5u * ch; }
 
@@ -132,7 +154,7 @@ GBX_FN void apu_length_clocks(Machine& b, i64 n) {
     if (!(*io_reg(b, apu_nrx4(ch)) & 0x40) || apu_length_of(b)[ch] == 0) continue;
     if ((i64)apu_length_of(b)[ch] <= n) {
       apu_length_of(b)[ch] = 0;
-      *nr52 &= (u8)~(1u << ch);
+      *nr52 &= (u8) ~(1u << ch);
     } else {
       apu_length_of(b)[ch] = (u16)(apu_length_of(b)[ch] - n);
     }
@@ -336,7 +358,7 @@ GBX_FN void apu_write(Machine& b, u32 addr, u8 v) {
     // Behavior).
     if (skip && !(old & 0x40) && (v & 0x40) && st[ch] != 0) {
       st[ch] = (u16)(st[ch] - 1);
-      if (st[ch] == 0 && !(v & 0x80)) *nr52 &= (u8)~(1u << ch);
+      if (st[ch] == 0 && !(v & 0x80)) *nr52 &= (u8) ~(1u << ch);
     }
     if (v & 0x80) {  // trigger
       if (ch == 2) apu_ch3_trigger(b, now, (*nr52 & 4) != 0);
@@ -354,7 +376,7 @@ GBX_FN void apu_write(Machine& b, u32 addr, u8 v) {
       }
     }
   }
-  if (!apu_dac_on(b, ch)) *nr52 &= (u8)~(1u << ch);
+  if (!apu_dac_on(b, ch)) *nr52 &= (u8) ~(1u << ch);
 }
 
 GBX_FN u8 apu_read(Machine& b, u32 addr) {
@@ -384,13 +406,22 @@ GBX_FN void events_catch_up(Machine& b, i64 now) {
 
 GBX_NOINLINE u8 io_read(Machine& b, u32 addr) {
   switch (addr) {
-    case 0xFF00: return joyp_read(b);
-    case 0xFF04: return timer_read_div(b);
-    case 0xFF05: timer_sync(b, io_time(b)); return *io_reg(b, addr);
-    case 0xFF0F: events_catch_up(b, io_time(b)); return (u8)(0xE0 | b.iflag);
-    case 0xFF41: return ppu_stat(b);
-    case 0xFF44: return ppu_ly(b);
-    case 0xFFFF: return b.ie;
+    case 0xFF00:
+      return joyp_read(b);
+    case 0xFF04:
+      return timer_read_div(b);
+    case 0xFF05:
+      timer_sync(b, io_time(b));
+      return *io_reg(b, addr);
+    case 0xFF0F:
+      events_catch_up(b, io_time(b));
+      return (u8)(0xE0 | b.iflag);
+    case 0xFF41:
+      return ppu_stat(b);
+    case 0xFF44:
+      return ppu_ly(b);
+    case 0xFFFF:
+      return b.ie;
     default:
       if (addr - 0xFF10u < 0x30u) return apu_read(b, addr);
       return *io_reg(b, addr);
@@ -409,7 +440,9 @@ GBX_NOINLINE void io_write(Machine& b, u32 addr, u8 v) {
   if (addr - 0xFF40u < 0x0Cu) lcd_before_write(b);
 #endif
   switch (addr) {
-    case 0xFF00: joyp_update(b, v, b.joyp_buttons); return;
+    case 0xFF00:
+      joyp_update(b, v, b.joyp_buttons);
+      return;
     case 0xFF02:
       serial_write_sc(b, v);
       events_reschedule(b);
@@ -419,9 +452,15 @@ GBX_NOINLINE void io_write(Machine& b, u32 addr, u8 v) {
       serial_div_reset(b, now);
       timer_write_div(b, now);
       break;
-    case 0xFF05: timer_write_tima(b, now, v); break;
-    case 0xFF06: timer_write_tma(b, now, v); break;
-    case 0xFF07: timer_write_tac(b, now, v); break;
+    case 0xFF05:
+      timer_write_tima(b, now, v);
+      break;
+    case 0xFF06:
+      timer_write_tma(b, now, v);
+      break;
+    case 0xFF07:
+      timer_write_tac(b, now, v);
+      break;
     case 0xFF0F:
       events_catch_up(b, now);
       b.iflag = v & 0x1F;
@@ -431,18 +470,25 @@ GBX_NOINLINE void io_write(Machine& b, u32 addr, u8 v) {
       ppu_write_lcdc(b, v);
       lcd_lcdc_written(b);
       break;
-    case 0xFF41: ppu_write_stat(b, v); break;
-    case 0xFF44: return;  // LY is read-only
+    case 0xFF41:
+      ppu_write_stat(b, v);
+      break;
+    case 0xFF44:
+      return;  // LY is read-only
     case 0xFF43:
     case 0xFF45:
     case 0xFF4A:
-    case 0xFF4B: ppu_write_timing_reg(b, addr, v); break;
+    case 0xFF4B:
+      ppu_write_timing_reg(b, addr, v);
+      break;
     case 0xFF46:
       *io_reg(b, addr) = v;
       oam_dma(b, v);
       ppu_schedule(b, now);  // OAM decides future lines' mode 3 length
       break;
-    case 0xFFFF: b.ie = v; return;
+    case 0xFFFF:
+      b.ie = v;
+      return;
     default:
       if (addr - 0xFF10u < 0x30u) {
         apu_write(b, addr, v);

@@ -68,8 +68,7 @@ GBX_FN i64 lcd_next_after(Machine& b, i64 after) {
 // finishes and shows that frame; its first lines must not be left from an older frame.
 GBX_FN bool lcd_frame_needed(const Machine& b, i64 vblank) {
   if (b.lcd_period <= 0) return true;
-  if (vblank > b.lcd_step_end &&
-      vblank <= b.lcd_step_end + GBX_FRAME_CYCLES + GBX_LCD_STEP_SLACK)
+  if (vblank > b.lcd_step_end && vblank <= b.lcd_step_end + GBX_FRAME_CYCLES + GBX_LCD_STEP_SLACK)
     return true;
   i64 r = (b.lcd_step_end + GBX_LCD_STEP_SLACK - vblank) % b.lcd_period;
   if (r < 0) r += b.lcd_period;
@@ -141,7 +140,8 @@ GBX_NOINLINE void lcd_draw_line(Machine& b, u32 ly, u8* GBX_RESTRICT row) {
     for (u32 i = 1; i < n; ++i) {
       const u32 v = sel[i];
       u32 j = i;
-      for (; j > 0 && lcd_oam(b, sel[j - 1] * 4u + 1u) > lcd_oam(b, v * 4u + 1u); --j) sel[j] = sel[j - 1];
+      for (; j > 0 && lcd_oam(b, sel[j - 1] * 4u + 1u) > lcd_oam(b, v * 4u + 1u); --j)
+        sel[j] = sel[j - 1];
       sel[j] = v;
     }
     u8 obj[160];  // winning object's colour index (0 = none) and its attributes
@@ -172,8 +172,8 @@ GBX_NOINLINE void lcd_draw_line(Machine& b, u32 ly, u8* GBX_RESTRICT row) {
   }
 
   for (u32 i = 0; i < (u32)GBX_LCD_ROW_BYTES; ++i)
-    row[i] = (u8)(shade[4 * i] << 6 | shade[4 * i + 1] << 4 | shade[4 * i + 2] << 2 |
-                  shade[4 * i + 3]);
+    row[i] =
+        (u8)(shade[4 * i] << 6 | shade[4 * i + 1] << 4 | shade[4 * i + 2] << 2 | shade[4 * i + 3]);
 }
 
 GBX_FN u8* lcd_buffer(Machine& b, bool front) {

@@ -40,8 +40,8 @@
 // With GBX_CORE_SPLIT the cold fields are not here (GBX_COLD, GBX_LAUNCH); the CPU's order of
 // the others is the one its kernel was measured with.
 struct Machine {
-  i64 cycles;      // T-cycles since reset; every bus access charges 4 before it happens
-  i64 next_event;  // earliest cycle at which service_events() must run
+  i64 cycles;            // T-cycles since reset; every bus access charges 4 before it happens
+  i64 next_event;        // earliest cycle at which service_events() must run
   u8* GBX_RESTRICT mem;  // this env's byte 0 of writable memory: read it through mem_at()
 #if GBX_LAYOUT_INTERLEAVED
   u32 mem_pitch;  // distance between this env's consecutive bytes (GBX_MEM_PITCH)
@@ -73,35 +73,35 @@ struct Machine {
   i64 div_epoch;     // cycle at which the 16-bit system counter was 0
   i64 timer_synced;  // TIMA is up to date at this cycle
 #endif
-  i64 timer_event;   // cycle at which the next TIMA overflow becomes visible in IF
+  i64 timer_event;  // cycle at which the next TIMA overflow becomes visible in IF
 #if !GBX_CORE_SPLIT
-  i64 ppu_epoch;     // cycle at which the PPU was at line 0, dot 0
+  i64 ppu_epoch;  // cycle at which the PPU was at line 0, dot 0
 #endif
-  i64 ppu_event;     // cycle of the next VBlank / STAT interrupt
+  i64 ppu_event;  // cycle of the next VBlank / STAT interrupt
 #if !GBX_CORE_SPLIT
   i64 serial_event;  // cycle at which the serial transfer in progress completes
 #endif
-  i64 dma_end;       // the OAM DMA in progress owns its bus until this cycle
+  i64 dma_end;  // the OAM DMA in progress owns its bus until this cycle
 #if !GBX_CORE_SPLIT
   u8* GBX_RESTRICT serial_buf;
   u32 serial_len;
-  i64 tima_reload;   // cycle of the last TIMA reload from TMA, or of the pending one
+  i64 tima_reload;  // cycle of the last TIMA reload from TMA, or of the pending one
 #endif
-  i64 joyp_event;    // cycle at which the step's buttons are released (release_after_frames)
+  i64 joyp_event;  // cycle at which the step's buttons are released (release_after_frames)
 #if !GBX_CORE_SPLIT
-  i64 apu_synced;    // APU length counters are up to date at this cycle
-  u16* apu_length;   // GBX_APU_WORDS: 4 length counters (ch1-ch4), then CH1 sweep, CH3 state
-  u8* GBX_RESTRICT rtc;    // MBC3 clock: S M H DL DH counting, then the latched copies
-  i64 rtc_second_start;    // cycle at which the clock's current second began
+  i64 apu_synced;        // APU length counters are up to date at this cycle
+  u16* apu_length;       // GBX_APU_WORDS: 4 length counters (ch1-ch4), then CH1 sweep, CH3 state
+  u8* GBX_RESTRICT rtc;  // MBC3 clock: S M H DL DH counting, then the latched copies
+  i64 rtc_second_start;  // cycle at which the clock's current second began
 #endif
-  u8 mbc_rom_bank_hi;      // MBC5 ROM bank bit 8
-  u8 mbc_rtc_latch;        // MBC3: last byte written to 6000-7FFF
+  u8 mbc_rom_bank_hi;  // MBC5 ROM bank bit 8
+  u8 mbc_rtc_latch;    // MBC3: last byte written to 6000-7FFF
 #if GBX_RENDER
   // Scanline renderer (hw/lcd.h), only in kernels that draw: the struct lives in local memory
   // on a GPU (the slow paths take it by reference), so every field costs stack frame.
-  i64 lcd_next;      // cycle of the next line end or VBlank the renderer has to process
-  i64 lcd_step_end;  // this step's target cycle (run mode frames)
-  i64 lcd_period;    // cycles from one step end to the next; 0: every frame is drawn
+  i64 lcd_next;             // cycle of the next line end or VBlank the renderer has to process
+  i64 lcd_step_end;         // this step's target cycle (run mode frames)
+  i64 lcd_period;           // cycles from one step end to the next; 0: every frame is drawn
   u8* GBX_RESTRICT lcd_fb;  // the env's two framebuffers
   u8 lcd_flags;             // GBX_LCD_FLAG_*
   u8 lcd_win_line;          // window line counter

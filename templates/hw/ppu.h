@@ -182,8 +182,10 @@ GBX_FN void ppu_schedule(Machine& b, i64 after) {
     const i64 line = l % 154;
     const i64 base = frame_start + l * GBX_LINE_DOTS;
     i64 dots[2] = {0, -1};
-    if (line == 153) dots[1] = GBX_LY153_DOTS;
-    else if (line < 144 && (stat & 0x08)) dots[1] = ppu_mode3_end(b, line);
+    if (line == 153)
+      dots[1] = GBX_LY153_DOTS;
+    else if (line < 144 && (stat & 0x08))
+      dots[1] = ppu_mode3_end(b, line);
     for (u32 k = 0; k < 2; ++k) {
       if (dots[k] < 0) continue;
       const i64 at = base + dots[k];
@@ -250,8 +252,8 @@ GBX_FN void ppu_write_timing_reg(Machine& b, u32 addr, u8 v) {
 
 // CPU access windows (Pan Docs "Accessing VRAM and OAM"): VRAM is the PPU's in mode 3, OAM
 // in modes 2 and 3; the CPU then reads 0xFF (writes: ppu_*_write_locked below).
-// For reads the PPU takes them 4 dots before STAT shows the mode (mooneye lcdon_timing-GS, DMG): VRAM
-// from dot 76 (dot 80 on the first line after the LCD is switched on, which has no OAM scan
+// For reads the PPU takes them 4 dots before STAT shows the mode (mooneye lcdon_timing-GS, DMG):
+// VRAM from dot 76 (dot 80 on the first line after the LCD is switched on, which has no OAM scan
 // before it), OAM in the last 4 dots of the line before a visible line (ppu_line_turning).
 GBX_FN bool ppu_vram_locked(Machine& b) {
   const i64 at = io_time(b);

@@ -51,22 +51,22 @@
 #define GBX_FIFO_WIN_SHOWN 0x02     // the window started on this line
 
 struct LcdFifo {
-  u8 active;         // 1 while line `line` is in mode 3 with pixels still to draw
-  u8 line;           // line being drawn or last drawn (GBX_FIFO_IDLE_LINE: none this frame)
-  u8 dot_lo, dot_hi; // dots of mode 3 run so far
-  u8 bg_lo, bg_hi, bg_n;              // background FIFO: bitplanes, bit 7 leaves first; count
-  u8 ob_lo, ob_hi, ob_pal, ob_prio;   // object FIFO: 8 slots (colour 0 = empty), bit 7 first
-  u8 fstep;          // fetcher step (0-5 fetching, 6 waiting to push)
-  u8 fx;             // tiles fetched since the line (or the window) started
-  u8 tile, dlo, dhi; // the fetch in progress
-  u8 x;              // screen x of the next pixel drawn (160: done)
-  u8 discard;        // pixels to drop: bits 0-2 SCX % 8 (a dot each), 4-6 7 - WX (no dot)
-  u8 win;            // GBX_FIFO_WIN_*
-  u8 obj_next;       // objects of the line fetched or passed, in X order
-  u8 stall;          // dots the whole pipeline still waits (first fetch, object fetches)
-  u8 last_tile;      // background tile of the last object fetched (0xFF: none yet)
-  u8 scx7;           // SCX % 8 at the line's start
-  u8 scan_lcdc;      // LCDC at the line's start: its object size chose the line's objects
+  u8 active;              // 1 while line `line` is in mode 3 with pixels still to draw
+  u8 line;                // line being drawn or last drawn (GBX_FIFO_IDLE_LINE: none this frame)
+  u8 dot_lo, dot_hi;      // dots of mode 3 run so far
+  u8 bg_lo, bg_hi, bg_n;  // background FIFO: bitplanes, bit 7 leaves first; count
+  u8 ob_lo, ob_hi, ob_pal, ob_prio;  // object FIFO: 8 slots (colour 0 = empty), bit 7 first
+  u8 fstep;                          // fetcher step (0-5 fetching, 6 waiting to push)
+  u8 fx;                             // tiles fetched since the line (or the window) started
+  u8 tile, dlo, dhi;                 // the fetch in progress
+  u8 x;                              // screen x of the next pixel drawn (160: done)
+  u8 discard;    // pixels to drop: bits 0-2 SCX % 8 (a dot each), 4-6 7 - WX (no dot)
+  u8 win;        // GBX_FIFO_WIN_*
+  u8 obj_next;   // objects of the line fetched or passed, in X order
+  u8 stall;      // dots the whole pipeline still waits (first fetch, object fetches)
+  u8 last_tile;  // background tile of the last object fetched (0xFF: none yet)
+  u8 scx7;       // SCX % 8 at the line's start
+  u8 scan_lcdc;  // LCDC at the line's start: its object size chose the line's objects
 };
 
 GBX_FN u8* lcd_fifo_bytes(Machine& b) {
@@ -190,10 +190,14 @@ GBX_FN void lcd_fifo_fetch_object(Machine& b, LcdFifo& f, u32 ly, u8 lcdc, u32 o
     if (!c || ((f.ob_lo | f.ob_hi) & m)) continue;  // transparent, or an earlier object's
     if (c & 1u) f.ob_lo = (u8)(f.ob_lo | m);
     if (c & 2u) f.ob_hi = (u8)(f.ob_hi | m);
-    if (flags & 0x10) f.ob_pal = (u8)(f.ob_pal | m);
-    else f.ob_pal = (u8)(f.ob_pal & ~m);
-    if (flags & 0x80) f.ob_prio = (u8)(f.ob_prio | m);
-    else f.ob_prio = (u8)(f.ob_prio & ~m);
+    if (flags & 0x10)
+      f.ob_pal = (u8)(f.ob_pal | m);
+    else
+      f.ob_pal = (u8)(f.ob_pal & ~m);
+    if (flags & 0x80)
+      f.ob_prio = (u8)(f.ob_prio | m);
+    else
+      f.ob_prio = (u8)(f.ob_prio & ~m);
   }
 }
 
@@ -225,8 +229,10 @@ GBX_FN void lcd_fifo_fetch_read(Machine& b, LcdFifo& f, u32 ly, u8 lcdc) {
     const u32 r = (f.win & GBX_FIFO_WIN_FETCHING) ? ((u32)b.lcd_win_line & 7u)
                                                   : ((ly + *io_reg(b, 0xFF42)) & 7u);
     const u8 d = lcd_vram(b, lcd_fifo_data_addr(lcdc, f.tile, r) + (f.fstep == 4 ? 1u : 0u));
-    if (f.fstep == 2) f.dlo = d;
-    else f.dhi = d;
+    if (f.fstep == 2)
+      f.dlo = d;
+    else
+      f.dhi = d;
   }
 }
 
@@ -428,9 +434,12 @@ GBX_FN void lcd_fifo_before_reg_write(Machine& b, u32 addr, u8 v) {
   lcd_catch_up(b, t);
   u8* reg = io_reg(b, addr);
   const u8 old = *reg;
-  if (addr - 0xFF47u < 3u) *reg = (u8)(old | v);
-  else if (addr == 0xFF40u) *reg = (u8)((v & 0x7C) | (old & 0x83));
-  else return;
+  if (addr - 0xFF47u < 3u)
+    *reg = (u8)(old | v);
+  else if (addr == 0xFF40u)
+    *reg = (u8)((v & 0x7C) | (old & 0x83));
+  else
+    return;
   lcd_catch_up(b, t + 1);
   *reg = old;
 }

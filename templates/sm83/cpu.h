@@ -22,11 +22,34 @@ struct Cpu {
 #define GET16_HL ((u16)((cpu.h << 8) | cpu.l))
 #define GET16_AF ((u16)((cpu.a << 8) | cpu.f))
 #define GET16_SP (cpu.sp)
-#define SET16_BC(v) do { const u16 t_ = (u16)(v); cpu.b = (u8)(t_ >> 8); cpu.c = (u8)t_; } while (0)
-#define SET16_DE(v) do { const u16 t_ = (u16)(v); cpu.d = (u8)(t_ >> 8); cpu.e = (u8)t_; } while (0)
-#define SET16_HL(v) do { const u16 t_ = (u16)(v); cpu.h = (u8)(t_ >> 8); cpu.l = (u8)t_; } while (0)
-#define SET16_AF(v) do { const u16 t_ = (u16)(v); cpu.a = (u8)(t_ >> 8); cpu.f = (u8)t_ & 0xF0; } while (0)
-#define SET16_SP(v) do { cpu.sp = (u16)(v); } while (0)
+#define SET16_BC(v)          \
+  do {                       \
+    const u16 t_ = (u16)(v); \
+    cpu.b = (u8)(t_ >> 8);   \
+    cpu.c = (u8)t_;          \
+  } while (0)
+#define SET16_DE(v)          \
+  do {                       \
+    const u16 t_ = (u16)(v); \
+    cpu.d = (u8)(t_ >> 8);   \
+    cpu.e = (u8)t_;          \
+  } while (0)
+#define SET16_HL(v)          \
+  do {                       \
+    const u16 t_ = (u16)(v); \
+    cpu.h = (u8)(t_ >> 8);   \
+    cpu.l = (u8)t_;          \
+  } while (0)
+#define SET16_AF(v)          \
+  do {                       \
+    const u16 t_ = (u16)(v); \
+    cpu.a = (u8)(t_ >> 8);   \
+    cpu.f = (u8)t_ & 0xF0;   \
+  } while (0)
+#define SET16_SP(v)    \
+  do {                 \
+    cpu.sp = (u16)(v); \
+  } while (0)
 
 GBX_FN u8 flags(u32 z, u32 n, u32 h, u32 c) {
   return (u8)((z ? FLAG_Z : 0) | (n ? FLAG_N : 0) | (h ? FLAG_H : 0) | (c ? FLAG_C : 0));

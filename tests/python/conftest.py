@@ -19,10 +19,12 @@ def gbx():
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "cuda_double: runs the cuda backend on the CUDA driver double (tests/cuda_double)"
+        "markers",
+        "cuda_double: runs the cuda backend on the CUDA driver double (tests/cuda_double)",
     )
     config.addinivalue_line(
-        "markers", "mgba: needs the mgba device (the wheel builds it where libmgba-dev is installed)"
+        "markers",
+        "mgba: needs the mgba device (the wheel builds it where libmgba-dev is installed)",
     )
 
 

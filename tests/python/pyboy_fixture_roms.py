@@ -12,12 +12,15 @@ number of frames, or at a hook address with a condition on PyBoy's parsed state)
 and GBX's continuation) and ``setup`` (what the program set up, in words and values, asserted
 by tests/python/test_pyboy_fixtures.py).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from romutil import make_cart  # tests/python is on sys.path (pytest, scripts/make_pyboy_fixtures.py)
+from romutil import (
+    make_cart,
+)  # tests/python is on sys.path (pytest, scripts/make_pyboy_fixtures.py)
 
 
 class Asm:
@@ -30,33 +33,33 @@ class Asm:
     def here(self) -> int:
         return self.org + len(self.code)
 
-    def emit(self, *b: int) -> "Asm":
+    def emit(self, *b: int) -> Asm:
         self.code += bytes(b)
         return self
 
-    def ld_a(self, n: int) -> "Asm":  # LD A,n
+    def ld_a(self, n: int) -> Asm:  # LD A,n
         return self.emit(0x3E, n & 0xFF)
 
-    def ld_b(self, n: int) -> "Asm":  # LD B,n
+    def ld_b(self, n: int) -> Asm:  # LD B,n
         return self.emit(0x06, n & 0xFF)
 
-    def ld_hl(self, nn: int) -> "Asm":  # LD HL,nn
+    def ld_hl(self, nn: int) -> Asm:  # LD HL,nn
         return self.emit(0x21, nn & 0xFF, nn >> 8)
 
-    def st(self, addr: int) -> "Asm":  # LDH (n),A or LD (nn),A
+    def st(self, addr: int) -> Asm:  # LDH (n),A or LD (nn),A
         if addr >= 0xFF00:
             return self.emit(0xE0, addr & 0xFF)
         return self.emit(0xEA, addr & 0xFF, addr >> 8)
 
-    def ld(self, addr: int) -> "Asm":  # LDH A,(n) or LD A,(nn)
+    def ld(self, addr: int) -> Asm:  # LDH A,(n) or LD A,(nn)
         if addr >= 0xFF00:
             return self.emit(0xF0, addr & 0xFF)
         return self.emit(0xFA, addr & 0xFF, addr >> 8)
 
-    def poke(self, addr: int, value: int) -> "Asm":
+    def poke(self, addr: int, value: int) -> Asm:
         return self.ld_a(value).st(addr)
 
-    def copy(self, src: int, dst: int) -> "Asm":
+    def copy(self, src: int, dst: int) -> Asm:
         return self.ld(src).st(dst)
 
     def nops(self, n: int) -> int:
@@ -65,33 +68,33 @@ class Asm:
         self.code += bytes(n)
         return at
 
-    def jr(self, target: int, cond: int = 0x18) -> "Asm":  # JR / JR NZ (0x20) / JR Z (0x28)
+    def jr(self, target: int, cond: int = 0x18) -> Asm:  # JR / JR NZ (0x20) / JR Z (0x28)
         rel = target - (self.here() + 2)
         assert -128 <= rel <= 127, rel
         return self.emit(cond, rel & 0xFF)
 
-    def wait_ly(self, line: int) -> "Asm":  # until LY == line
+    def wait_ly(self, line: int) -> Asm:  # until LY == line
         top = self.here()
         return self.ld(0xFF44).emit(0xFE, line).jr(top, 0x20)
 
-    def wait_next_frame(self) -> "Asm":  # until LY == 144 after LY != 144
+    def wait_next_frame(self) -> Asm:  # until LY == 144 after LY != 144
         top = self.here()
         self.ld(0xFF44).emit(0xFE, 144).jr(top, 0x28)
         return self.wait_ly(144)
 
-    def fill(self, addr: int, n: int, first: int, step: int) -> "Asm":
+    def fill(self, addr: int, n: int, first: int, step: int) -> Asm:
         """addr..addr+n-1 = first, first+step, ... (LD (HL+),A; ADD A,step; DEC B; JR NZ)."""
         self.ld_hl(addr).ld_b(n).ld_a(first)
         top = self.here()
         return self.emit(0x22, 0xC6, step & 0xFF, 0x05).jr(top, 0x20)
 
-    def inc_mem(self, addr: int) -> "Asm":  # LD HL,addr; INC (HL)
+    def inc_mem(self, addr: int) -> Asm:  # LD HL,addr; INC (HL)
         return self.ld_hl(addr).emit(0x34)
 
-    def quiet(self) -> "Asm":  # DI; IE = 0: nothing dispatches, IF bits stay visible
+    def quiet(self) -> Asm:  # DI; IE = 0: nothing dispatches, IF bits stay visible
         return self.emit(0xF3).poke(0xFFFF, 0x00)
 
-    def forever(self) -> "Asm":  # JR -2
+    def forever(self) -> Asm:  # JR -2
         return self.emit(0x18, 0xFE)
 
 
@@ -121,18 +124,29 @@ def _mbc1() -> Fixture:
     loop = a.here()
     a.copy(0x4000, 0xC000).copy(0x3FFF, 0xC001).copy(0xA000, 0xC002).inc_mem(0xC003)
     a.wait_next_frame().jr(loop)
-    rom = bytearray(make_cart(bytes(a.code), cart_type=0x03, rom_size_code=0x06, ram_size_code=0x03,
-                              title=b"PBMBC1"))
+    rom = bytearray(
+        make_cart(
+            bytes(a.code), cart_type=0x03, rom_size_code=0x06, ram_size_code=0x03, title=b"PBMBC1"
+        )
+    )
     for bank in range(1, 128):
         rom[bank * 0x4000] = bank  # 4000 of each bank reads its number
     for bank in (0x20, 0x40, 0x60):
         rom[bank * 0x4000 : bank * 0x4000 + 0x4000] = rom[0:0x4000]
         rom[bank * 0x4000 + 0x3FFF] = bank
     return Fixture(
-        "MBC1", bytes(rom), ("frames", 100), results=[0xC000, 0xC001, 0xC002, 0xC003],
-        setup={"mbc_rom_bank": 0x05, "mbc_ram_bank": 0x02, "mbc_mode": 1, "mbc_ram_enable": 1,
-               "reads": {0x4000: 0x45, 0x3FFF: 0x40, 0xA000: 0xB2},
-               "cart_ram": {b * 0x2000: 0xB0 + b for b in range(4)}},
+        "MBC1",
+        bytes(rom),
+        ("frames", 100),
+        results=[0xC000, 0xC001, 0xC002, 0xC003],
+        setup={
+            "mbc_rom_bank": 0x05,
+            "mbc_ram_bank": 0x02,
+            "mbc_mode": 1,
+            "mbc_ram_enable": 1,
+            "reads": {0x4000: 0x45, 0x3FFF: 0x40, 0xA000: 0xB2},
+            "cart_ram": {b * 0x2000: 0xB0 + b for b in range(4)},
+        },
     )
 
 
@@ -152,17 +166,36 @@ def _mbc3_rtc() -> Fixture:
         a.poke(0x4000, reg).copy(0xA000, 0xC000 + i)
     a.poke(0x4000, 0x08)
     loop = a.here()
-    a.poke(0x6000, 0x00).poke(0x6000, 0x01).copy(0xA000, 0xC005).copy(0x4000, 0xC006).inc_mem(0xC007)
+    a.poke(0x6000, 0x00).poke(0x6000, 0x01).copy(0xA000, 0xC005).copy(0x4000, 0xC006).inc_mem(
+        0xC007
+    )
     a.wait_next_frame().jr(loop)
-    rom = bytearray(make_cart(bytes(a.code), cart_type=0x10, rom_size_code=0x06, ram_size_code=0x03,
-                              title=b"PBMBC3RTC"))
+    rom = bytearray(
+        make_cart(
+            bytes(a.code),
+            cart_type=0x10,
+            rom_size_code=0x06,
+            ram_size_code=0x03,
+            title=b"PBMBC3RTC",
+        )
+    )
     for bank in range(1, 128):
         rom[bank * 0x4000] = bank
     return Fixture(
-        "MBC3_RTC", bytes(rom), ("frames", 100), results=[0xC005, 0xC006, 0xC007], run_frames=90,
-        setup={"mbc_rom_bank": 0x65, "mbc_ram_bank": 0x08, "mbc_ram_enable": 1, "rtc": RTC_SET,
-               "reads": {0x4000: 0x65, 0xA000: RTC_SET[0]}, "cart_ram": {3 * 0x2000: 0xC3},
-               "wram": {0xC000 + i: v for i, v in enumerate(RTC_SET)}},
+        "MBC3_RTC",
+        bytes(rom),
+        ("frames", 100),
+        results=[0xC005, 0xC006, 0xC007],
+        run_frames=90,
+        setup={
+            "mbc_rom_bank": 0x65,
+            "mbc_ram_bank": 0x08,
+            "mbc_ram_enable": 1,
+            "rtc": RTC_SET,
+            "reads": {0x4000: 0x65, 0xA000: RTC_SET[0]},
+            "cart_ram": {3 * 0x2000: 0xC3},
+            "wram": {0xC000 + i: v for i, v in enumerate(RTC_SET)},
+        },
     )
 
 
@@ -177,16 +210,29 @@ def _mbc5() -> Fixture:
     a.poke(0x2000, 0xA5).poke(0x3000, 0x01)
     a.copy(0x4000, 0xC000).copy(0x4001, 0xC001).copy(0xA000, 0xC002).inc_mem(0xC003)
     a.wait_next_frame().jr(loop)
-    rom = bytearray(make_cart(bytes(a.code), cart_type=0x1B, rom_size_code=0x08, ram_size_code=0x04,
-                              title=b"PBMBC5"))
+    rom = bytearray(
+        make_cart(
+            bytes(a.code), cart_type=0x1B, rom_size_code=0x08, ram_size_code=0x04, title=b"PBMBC5"
+        )
+    )
     for bank in range(1, 512):
         rom[bank * 0x4000] = bank & 0xFF
         rom[bank * 0x4000 + 1] = bank >> 8
     return Fixture(
-        "MBC5", bytes(rom), ("frames", 100), results=[0xC000, 0xC001, 0xC002, 0xC003],
-        setup={"mbc_rom_bank": 0xA5, "mbc_rom_bank_hi": 0, "mbc_ram_bank": 0x0B, "mbc_ram_enable": 1,
-               "reads": {0x4000: 0xA5, 0x4001: 0x00, 0xA000: 0x5B}, "cart_ram": {0x0B * 0x2000: 0x5B},
-               "rom_bank_set": 0x1A5, "wram": {0xC000: 0xA5, 0xC001: 0x01, 0xC002: 0x5B}},
+        "MBC5",
+        bytes(rom),
+        ("frames", 100),
+        results=[0xC000, 0xC001, 0xC002, 0xC003],
+        setup={
+            "mbc_rom_bank": 0xA5,
+            "mbc_rom_bank_hi": 0,
+            "mbc_ram_bank": 0x0B,
+            "mbc_ram_enable": 1,
+            "reads": {0x4000: 0xA5, 0x4001: 0x00, 0xA000: 0x5B},
+            "cart_ram": {0x0B * 0x2000: 0x5B},
+            "rom_bank_set": 0x1A5,
+            "wram": {0xC000: 0xA5, 0xC001: 0x01, 0xC002: 0x5B},
+        },
     )
 
 
@@ -207,9 +253,20 @@ def _oam_dma() -> Fixture:
     a.copy(0xFE00, 0xC001).copy(0xFE9F, 0xC002).forever()
     rom = make_cart(bytes(a.code), title=b"PBDMA")
     return Fixture(
-        "OAM_DMA", rom, ("hook", [hooks + 12], "dma"), results=[0xC000, 0xC001, 0xC002], run_frames=2,
-        setup={"dma_source": 0x80, "oam": bytes((DMA_FIRST + DMA_STEP * i) & 0xFF for i in range(160)),
-               "wram_after": {0xC000: 0xFF, 0xC001: DMA_FIRST, 0xC002: (DMA_FIRST + DMA_STEP * 159) & 0xFF}},
+        "OAM_DMA",
+        rom,
+        ("hook", [hooks + 12], "dma"),
+        results=[0xC000, 0xC001, 0xC002],
+        run_frames=2,
+        setup={
+            "dma_source": 0x80,
+            "oam": bytes((DMA_FIRST + DMA_STEP * i) & 0xFF for i in range(160)),
+            "wram_after": {
+                0xC000: 0xFF,
+                0xC001: DMA_FIRST,
+                0xC002: (DMA_FIRST + DMA_STEP * 159) & 0xFF,
+            },
+        },
     )
 
 
@@ -225,7 +282,11 @@ def _oam_dma_end(nops: int) -> Fixture:
     a.copy(0xFE00, 0xC000).forever()
     rom = make_cart(bytes(a.code), title=b"PBDMAEND")
     return Fixture(
-        f"OAM_DMA_END_{nops}", rom, ("hook", [hooks + 12], "dma"), results=[0xC000], run_frames=2,
+        f"OAM_DMA_END_{nops}",
+        rom,
+        ("hook", [hooks + 12], "dma"),
+        results=[0xC000],
+        run_frames=2,
         setup={"wram_after": {0xC000: 0xFF if nops <= 157 else DMA_FIRST}},
     )
 
@@ -244,9 +305,11 @@ def _timer(state: int) -> Fixture:
     a.copy(0xFF0F, 0xC000).copy(0xFF05, 0xC001).copy(0xFF04, 0xC002).forever()
     rom = make_cart(bytes(a.code), title=b"PBTIMER")
     return Fixture(
-        "TIMER_RELOAD_PENDING" if state == 1 else "TIMER_RELOAD_CYCLE", rom,
+        "TIMER_RELOAD_PENDING" if state == 1 else "TIMER_RELOAD_CYCLE",
+        rom,
         ("hook", list(range(hooks, hooks + 64)), f"timer{state}"),
-        results=[0xC000, 0xC001, 0xC002], run_frames=2,
+        results=[0xC000, 0xC001, 0xC002],
+        run_frames=2,
         setup={"tma": TMA, "tac": 0x05, "reload_state": state},
     )
 
@@ -262,14 +325,27 @@ def _serial() -> Fixture:
     a.copy(0xFF0F, 0xC000).copy(0xFF01, 0xC001).poke(0xC002, 0x99).forever()
     rom = make_cart(bytes(a.code), title=b"PBSERIAL")
     return Fixture(
-        "SERIAL", rom, ("hook", [hooks + 16], "serial"), results=[0xC000, 0xC001, 0xC002], run_frames=2,
+        "SERIAL",
+        rom,
+        ("hook", [hooks + 16], "serial"),
+        results=[0xC000, 0xC001, 0xC002],
+        run_frames=2,
         setup={"sc": 0x81, "wram_after": {0xC002: 0x99}},
     )
 
 
 def fixtures() -> list[Fixture]:
-    return [_mbc1(), _mbc3_rtc(), _mbc5(), _oam_dma(), _oam_dma_end(157), _oam_dma_end(158), _timer(1),
-            _timer(2), _serial()]
+    return [
+        _mbc1(),
+        _mbc3_rtc(),
+        _mbc5(),
+        _oam_dma(),
+        _oam_dma_end(157),
+        _oam_dma_end(158),
+        _timer(1),
+        _timer(2),
+        _serial(),
+    ]
 
 
 def by_name(name: str) -> Fixture:

@@ -2,6 +2,7 @@
 is installed (stable-baselines3; pufferlib 3; torch) and skipped with the reason otherwise.
 Opt-in in CI: PyPI's torch is the CUDA build (~3 GB with its nvidia wheels).
 docs/guide/games-and-training.md has the commands."""
+
 import importlib.util
 import os
 
@@ -88,13 +89,16 @@ def test_pufferlib_env_writes_into_its_buffers(gbx):
     env.close()
 
     # PufferLib's own vectorization over the adapter (its buffers, Serial backend)
-    vec = pufferlib.vector.make(gbx.pufferlib.env_creator("arrows"), num_envs=2,
-                                backend=pufferlib.vector.Serial,
-                                env_kwargs=dict(num_envs=3, obs="ram"))
+    vec = pufferlib.vector.make(
+        gbx.pufferlib.env_creator("arrows"),
+        num_envs=2,
+        backend=pufferlib.vector.Serial,
+        env_kwargs=dict(num_envs=3, obs="ram"),
+    )
     vec.async_reset(0)
     o = vec.recv()[0]  # recv's tuple grew a field in pufferlib-core 3.0.x: index it
     assert o.shape == (6, 1) and o is vec.observations
-    for t in range(3):
+    for _ in range(3):
         vec.send(np.zeros(6, np.int32))
         o, r = vec.recv()[:2]
         # each gbx env wrote its envs' arrow bytes and rewards straight into its slice of
@@ -109,9 +113,28 @@ def test_ppo_example_learns_arrows(gbx):
     spec = importlib.util.spec_from_file_location("ppo", EXAMPLE)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    args = mod.parse(["--game", "arrows", "--obs", "ram", "--envs", "8", "--steps", "64",
-                      "--total-steps", str(8 * 64 * 15), "--lr", "1e-3", "--eval-envs", "8",
-                      "--seed", "0", "--log-every", "100"])
+    args = mod.parse(
+        [
+            "--game",
+            "arrows",
+            "--obs",
+            "ram",
+            "--envs",
+            "8",
+            "--steps",
+            "64",
+            "--total-steps",
+            str(8 * 64 * 15),
+            "--lr",
+            "1e-3",
+            "--eval-envs",
+            "8",
+            "--seed",
+            "0",
+            "--log-every",
+            "100",
+        ]
+    )
     result = mod.train(args)
     # random: 64 presses of which 1 in 8 scores (8 a 64-step episode); the optimum is 64
     assert 4 < result["random"] < 14, result

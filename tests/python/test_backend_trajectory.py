@@ -4,11 +4,11 @@ of cpu, resets included: the first observation after a reset, autoresets by a do
 and by truncation, reset no-op frames (noop_max), sticky actions, frame stacks, reward/done
 expressions, per-env seeds and a masked reset. The mgba reference backend runs the same
 no-op frames (compared with cpu on obs_v0, which both write)."""
+
 import textwrap
 
 import numpy as np
 import pytest
-
 from conftest import ROM
 from test_cuda_arrays import run_on_double
 
@@ -21,7 +21,7 @@ SCRIPT = textwrap.dedent(
     import numpy as np
     import gbx
 
-    N, STEPS = 3, %d
+    N, STEPS = 3, STEPS_PLACEHOLDER
     # ARROWS: a direction press scores (C000) and counts a round (C005); its LFSR (C003)
     # advances every frame, so no-op frames change what follows. Small kernels: obs_v0 and a
     # RAM gather (no renderer), a few envs.
@@ -88,15 +88,14 @@ SCRIPT = textwrap.dedent(
     cpu.copy_state(1, np.array([True, True, True]))
     assert cu.save_state(0) == cu.save_state(1) == cu.save_state(2)
     for t in range(5):
-        a = np.full(N, 4 + t %% 4)
+        a = np.full(N, 4 + t % 4)
         r_cu, r_cpu = cu.step(a), cpu.step(a)
         for x, y, what in zip(r_cu, r_cpu, ("obs", "reward", "terminated", "truncated", "info")):
             same(x, y, f"after copy_state, step {t} {what}")
     print("OK", ends, "autoresets", first_after_reset,
           f"make {t_make:.1f}s steps {time.monotonic() - t1:.1f}s")
     """
-    % STEPS
-)
+).replace("STEPS_PLACEHOLDER", str(STEPS))
 
 
 @pytest.mark.cuda_double
@@ -110,8 +109,15 @@ def test_cuda_equals_cpu_on_the_driver_double():
 def test_mgba_runs_the_same_noop_frames(gbx):
     # The reference emulator, with resets by truncation and reset no-op frames in one call:
     # obs_v0 (registers and C000-C00F) equals the cpu kernel's at every step.
-    kw = dict(obs="vec", frames_per_step=2, release_after_frames=0, max_episode_frames=6,
-              noop_max=7, seed=4, threads=1)
+    kw = dict(
+        obs="vec",
+        frames_per_step=2,
+        release_after_frames=0,
+        max_episode_frames=6,
+        noop_max=7,
+        seed=4,
+        threads=1,
+    )
     cpu = gbx.VecEnv(ROM, 3, device="cpu", **kw)
     ref = gbx.VecEnv(ROM, 3, device="mgba", **kw)
     same_start = []

@@ -1,7 +1,7 @@
 """Bad input: one Python exception with one clear message, never a crash."""
+
 import numpy as np
 import pytest
-
 from conftest import ROM
 
 
@@ -51,14 +51,17 @@ def test_unknown_device_and_obs(gbx):
         gbx.VecEnv(ROM, num_envs=1, obs={"screen": "full"})
 
 
-@pytest.mark.parametrize("actions,match", [
-    (np.zeros(3, dtype=np.int32), r"shape \(4,\)"),
-    (np.zeros((4, 1), dtype=np.int32), r"shape \(4,\)"),
-    (np.zeros(4, dtype=np.float32), "integers"),
-    (np.array([0, 1, 8, 0]), "action 8 out of range"),
-    (np.array([0, -1, 0, 0]), "action -1 out of range"),
-    ("up", r"shape \(4,\)"),
-])
+@pytest.mark.parametrize(
+    "actions,match",
+    [
+        (np.zeros(3, dtype=np.int32), r"shape \(4,\)"),
+        (np.zeros((4, 1), dtype=np.int32), r"shape \(4,\)"),
+        (np.zeros(4, dtype=np.float32), "integers"),
+        (np.array([0, 1, 8, 0]), "action 8 out of range"),
+        (np.array([0, -1, 0, 0]), "action -1 out of range"),
+        ("up", r"shape \(4,\)"),
+    ],
+)
 def test_bad_actions(env, actions, match):
     with pytest.raises(ValueError, match=match) as ei:
         env.step(actions)
@@ -67,7 +70,9 @@ def test_bad_actions(env, actions, match):
 
 
 def test_bad_multibinary_actions(gbx):
-    e = gbx.VecEnv(ROM, num_envs=2, obs="vec", frames_per_step=1, release_after_frames=0, actions="multibinary")
+    e = gbx.VecEnv(
+        ROM, num_envs=2, obs="vec", frames_per_step=1, release_after_frames=0, actions="multibinary"
+    )
     e.reset(seed=0)
     with pytest.raises(ValueError, match=r"shape \(2, 8\)"):
         e.step(np.zeros(2, dtype=np.int32))
@@ -99,8 +104,9 @@ def test_native_checks_sizes_too(env):
 
 def test_cuda_without_a_device_is_one_clear_error(gbx):
     try:
-        e = gbx.VecEnv(ROM, num_envs=2, obs="vec", device="cuda:0", frames_per_step=1,
-                       release_after_frames=0)
+        e = gbx.VecEnv(
+            ROM, num_envs=2, obs="vec", device="cuda:0", frames_per_step=1, release_after_frames=0
+        )
     except gbx.NoDeviceError as ei:
         assert str(ei) and "\n" not in str(ei)
         return
@@ -150,23 +156,29 @@ def test_env_offset_is_checked_before_the_rom_and_the_kernel(gbx, offset):
     one_line(ei)
 
 
-@pytest.mark.parametrize("seed,match", [
-    ([1, 2], "one seed per env"),
-    ([1, 2, "x", 4], "each seed must be an int or None"),
-    (1.5, "seed must be an int"),
-])
+@pytest.mark.parametrize(
+    "seed,match",
+    [
+        ([1, 2], "one seed per env"),
+        ([1, 2, "x", 4], "each seed must be an int or None"),
+        (1.5, "seed must be an int"),
+    ],
+)
 def test_bad_seeds(env, seed, match):
     with pytest.raises(ValueError, match=match) as ei:
         env.reset(seed=seed)
     one_line(ei)
 
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(pixel_values="rgb"), "pixel_values must be"),
-    (dict(obs="vec", pixel_values="luminance"), "needs a pixels observation"),
-    (dict(obs={"pixels": "packed"}, pixel_values="luminance"), "full' or 'half'"),
-    (dict(device="mgba"), "device='mgba' has no pixels output"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(pixel_values="rgb"), "pixel_values must be"),
+        (dict(obs="vec", pixel_values="luminance"), "needs a pixels observation"),
+        (dict(obs={"pixels": "packed"}, pixel_values="luminance"), "full' or 'half'"),
+        (dict(device="mgba"), "device='mgba' has no pixels output"),
+    ],
+)
 def test_bad_pixel_options(gbx, kw, match):
     with pytest.raises(ValueError, match=match) as ei:
         gbx.VecEnv("builtin:NOPE", num_envs=1, **kw)  # refused before the ROM is looked at
@@ -187,6 +199,7 @@ def _with_header(rom: bytes, **fields: int) -> bytes:
 
 def test_wrong_header_checksum_warns_and_runs(gbx):
     from romutil import COUNTER_ROM
+
     bad = bytearray(COUNTER_ROM)
     bad[0x14D] ^= 0x5A
     with pytest.warns(gbx.RomWarning, match="header checksum mismatch: 0x14D holds") as rec:
@@ -199,14 +212,18 @@ def test_wrong_header_checksum_warns_and_runs(gbx):
     e.close()
 
 
-@pytest.mark.parametrize("fields,match", [
-    ({"0x148": 0x02}, "header ROM size code 0x02 says 128 KiB but the file is 32768 bytes"),
-    ({"0x148": 0x0A}, "invalid ROM size code 0x0A at 0x148"),
-    ({"0x147": 0x42}, "unknown cartridge type 0x42 at 0x147"),
-    ({"0x147": 0xFE}, r"unsupported cartridge type 0xFE \(HuC3\)"),
-])
+@pytest.mark.parametrize(
+    "fields,match",
+    [
+        ({"0x148": 0x02}, "header ROM size code 0x02 says 128 KiB but the file is 32768 bytes"),
+        ({"0x148": 0x0A}, "invalid ROM size code 0x0A at 0x148"),
+        ({"0x147": 0x42}, "unknown cartridge type 0x42 at 0x147"),
+        ({"0x147": 0xFE}, r"unsupported cartridge type 0xFE \(HuC3\)"),
+    ],
+)
 def test_header_that_disagrees_is_one_value_error(gbx, fields, match):
     from romutil import COUNTER_ROM
+
     with pytest.raises(ValueError, match=match) as ei:
         gbx.VecEnv(_with_header(COUNTER_ROM, **fields), num_envs=1)
     one_line(ei)
@@ -214,6 +231,7 @@ def test_header_that_disagrees_is_one_value_error(gbx, fields, match):
 
 def test_rom_larger_than_its_size_byte(gbx, tmp_path):
     from romutil import COUNTER_ROM
+
     path = tmp_path / "doubled.gb"
     path.write_bytes(COUNTER_ROM + COUNTER_ROM)  # 64 KiB, the header says 32 KiB
     with pytest.raises(ValueError, match="says 32 KiB but the file is 65536 bytes") as ei:
@@ -230,4 +248,3 @@ def test_a_wheel_without_mgba_says_how_to_get_it(gbx):
     with pytest.raises(Exception, match="install the Debian package libmgba-dev") as e:
         gbx.VecEnv("builtin:ALU_LOOP", num_envs=1, obs="vec", device="mgba")
     assert "\n" not in str(e.value)
-

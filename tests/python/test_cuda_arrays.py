@@ -4,6 +4,7 @@ arrays from one page-locked bulk copy, equal to cpu. The double's device address
 host-readable, so the device side is checked by its interface (pointers, shapes, dtypes,
 stream), not by reading through it. Runs in a subprocess: the double must be on
 LD_LIBRARY_PATH when the process starts."""
+
 import os
 import subprocess
 import sys
@@ -130,7 +131,9 @@ def run_on_double(script: str, **extra_env: str) -> str:
     if not os.path.exists(os.path.join(DOUBLE_DIR, "libcuda.so.1")):
         unavailable(f"no CUDA driver double at {DOUBLE_DIR} (build the C++ tree first)")
     env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = os.path.abspath(DOUBLE_DIR) + os.pathsep + env.get("LD_LIBRARY_PATH", "")
+    env["LD_LIBRARY_PATH"] = (
+        os.path.abspath(DOUBLE_DIR) + os.pathsep + env.get("LD_LIBRARY_PATH", "")
+    )
     env.pop("GBX_CUDA_DOUBLE_FAIL", None)
     env.update(extra_env)
     r = subprocess.run(

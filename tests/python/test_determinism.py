@@ -1,13 +1,23 @@
 """Same seed, same trajectory; the cpu kernel agrees with the mGBA reference on obs_v0."""
+
 import numpy as np
 import pytest
-
 from conftest import ROM
 
 
 def rollout(gbx, seed, steps=30):
-    e = gbx.VecEnv(ROM, num_envs=4, obs="vec", frames_per_step=1, release_after_frames=0, seed=seed,
-                   noop_max=20, sticky_actions=0.3, max_episode_frames=9, copy=True)
+    e = gbx.VecEnv(
+        ROM,
+        num_envs=4,
+        obs="vec",
+        frames_per_step=1,
+        release_after_frames=0,
+        seed=seed,
+        noop_max=20,
+        sticky_actions=0.3,
+        max_episode_frames=9,
+        copy=True,
+    )
     rng = np.random.default_rng(seed)
     obs, _ = e.reset(seed=seed)
     traj = [obs]
@@ -49,8 +59,9 @@ def test_specialized_kernel_keeps_the_trajectory(gbx):
     # observation and the final save states equal the plain interpreter's.
     rom, n = "builtin:ARROWS", 3
     plain = gbx._native.Backend(rom, num_envs=n, frames_per_step=2, threads=1, render=True)
-    spec = gbx._native.Backend(rom, num_envs=n, frames_per_step=2, threads=1, render=True,
-                               specialize="auto:4")
+    spec = gbx._native.Backend(
+        rom, num_envs=n, frames_per_step=2, threads=1, render=True, specialize="auto:4"
+    )
     plain.reset(0)
     spec.reset(0)
     assert spec.specialize_status == "profiling"

@@ -1,12 +1,21 @@
 """gbx.distributed: K VecEnv shards as Ray actors equal one unsharded VecEnv (same seed)."""
+
 import numpy as np
 import pytest
 
 ROM = "builtin:ARROWS"
 N = 6
 # Short episodes (10 steps), reset no-ops and sticky actions: the seed-driven paths run.
-KW = dict(obs="vec", frames_per_step=4, release_after_frames=2, track=["ram16(0xC000)"],
-          reward="val(0) - prev(0)", max_episode_frames=40, noop_max=20, sticky_actions=0.25)
+KW = dict(
+    obs="vec",
+    frames_per_step=4,
+    release_after_frames=2,
+    track=["ram16(0xC000)"],
+    reward="val(0) - prev(0)",
+    max_episode_frames=40,
+    noop_max=20,
+    sticky_actions=0.25,
+)
 
 
 def run(env, steps, seed, mask_at=None):
@@ -23,10 +32,18 @@ def run(env, steps, seed, mask_at=None):
             out.append(("masked reset", np.array(obs)))
         obs, r, term, trunc, info = env.step(rng.integers(0, 8, env.num_envs))
         ep = info.get("episode", {})
-        out.append((t, np.array(obs), np.array(r), np.array(term), np.array(trunc),
-                    np.array(info.get("_episode", np.zeros(env.num_envs, bool))),
-                    np.array(ep.get("r", np.zeros(env.num_envs))),
-                    np.array(ep.get("l", np.zeros(env.num_envs)))))
+        out.append(
+            (
+                t,
+                np.array(obs),
+                np.array(r),
+                np.array(term),
+                np.array(trunc),
+                np.array(info.get("_episode", np.zeros(env.num_envs, bool))),
+                np.array(ep.get("r", np.zeros(env.num_envs))),
+                np.array(ep.get("l", np.zeros(env.num_envs))),
+            )
+        )
     return out
 
 
@@ -49,7 +66,7 @@ def test_shards_without_ray_equal_the_whole(gbx):
     for _ in range(30):
         a = rng.integers(0, 8, N)
         ow, rw, tw, uw, _ = whole.step(a)
-        res = [p.step(a[k * 3:(k + 1) * 3]) for k, p in enumerate(parts)]
+        res = [p.step(a[k * 3 : (k + 1) * 3]) for k, p in enumerate(parts)]
         np.testing.assert_array_equal(ow, np.concatenate([r[0] for r in res]))
         np.testing.assert_array_equal(rw, np.concatenate([r[1] for r in res]))
         np.testing.assert_array_equal(uw, np.concatenate([r[3] for r in res]))
@@ -61,15 +78,15 @@ def test_shards_without_ray_equal_the_whole(gbx):
 @pytest.fixture(scope="module")
 def ray_local():
     import ray  # in the test extra: pip install .[test]
+
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
     yield ray
     ray.shutdown()
 
 
 def test_sharded_env_equals_unsharded(gbx, ray_local):
-    from gbx.distributed import ShardedVecEnv
-
     import gymnasium
+    from gbx.distributed import ShardedVecEnv
 
     ref = gbx.VecEnv(ROM, N, seed=7, copy=True, threads=1, **KW)
     env = ShardedVecEnv(ROM, N, num_shards=2, seed=7, **KW)
@@ -84,8 +101,9 @@ def test_sharded_env_equals_unsharded(gbx, ray_local):
         assert_same(a, b)
         assert any(x[2].any() for x in a if x[0] not in ("reset", "masked reset"))  # scored
         assert any(x[5].any() for x in a if x[0] not in ("reset", "masked reset"))  # ended
-        np.testing.assert_array_equal(env.read_memory(0xC000, 0xC007),
-                                      ref.read_memory(0xC000, 0xC007))
+        np.testing.assert_array_equal(
+            env.read_memory(0xC000, 0xC007), ref.read_memory(0xC000, 0xC007)
+        )
         for x in b[1:]:
             if x[0] != "masked reset":
                 assert all(env.single_observation_space.contains(o) for o in x[1])

@@ -1,15 +1,22 @@
 """Reward / done / tracked expressions compiled into the kernel."""
+
 import numpy as np
 import pytest
-
 from conftest import ROM
 
 
 def test_tracked_value_and_prev(gbx):
     # ALU_LOOP counts B up forever; reward = B now - B at the previous step.
-    e = gbx.VecEnv(ROM, num_envs=2, obs="vec", frames_per_step=1, release_after_frames=0,
-                   track=["b", "ram16(0xFFFE) + 1"], reward="val(0) - prev(0)",
-                   done="val(1) == 0")
+    e = gbx.VecEnv(
+        ROM,
+        num_envs=2,
+        obs="vec",
+        frames_per_step=1,
+        release_after_frames=0,
+        track=["b", "ram16(0xFFFE) + 1"],
+        reward="val(0) - prev(0)",
+        done="val(1) == 0",
+    )
     e.reset(seed=0)
     b_prev = [e.cpu_state(i)["b"] for i in range(2)]
     assert b_prev == [0, 0]  # post-boot B
@@ -22,8 +29,14 @@ def test_tracked_value_and_prev(gbx):
 
 
 def test_reward_reads_registers_and_memory(gbx):
-    e = gbx.VecEnv(ROM, num_envs=2, obs="vec", frames_per_step=1, release_after_frames=0,
-                   reward="a + (ram(0x10100) << 8)")  # address masked to 0x0100: ROM byte 0x00
+    e = gbx.VecEnv(
+        ROM,
+        num_envs=2,
+        obs="vec",
+        frames_per_step=1,
+        release_after_frames=0,
+        reward="a + (ram(0x10100) << 8)",
+    )  # address masked to 0x0100: ROM byte 0x00
     e.reset(seed=0)
     _, reward, *_ = e.step(np.zeros(2, dtype=np.int32))
     a = e.cpu_state(0)["a"]
@@ -32,8 +45,9 @@ def test_reward_reads_registers_and_memory(gbx):
 
 
 def test_division_by_zero_is_float_not_a_crash(gbx):
-    e = gbx.VecEnv(ROM, num_envs=1, obs="vec", frames_per_step=1, release_after_frames=0,
-                   reward="1 / (a - a)")
+    e = gbx.VecEnv(
+        ROM, num_envs=1, obs="vec", frames_per_step=1, release_after_frames=0, reward="1 / (a - a)"
+    )
     e.reset(seed=0)
     _, reward, *_ = e.step(np.zeros(1, dtype=np.int32))
     assert np.isinf(reward[0])
@@ -44,23 +58,26 @@ def test_compile_error_names_the_snippet_line(gbx):
         gbx.VecEnv(ROM, num_envs=1, obs="vec", reward="ram(0xC000) +\n (1.5 & a)")
 
 
-@pytest.mark.parametrize("expr,why", [
-    ("a = 1", r"<reward>:1:3: '=' is not allowed"),
-    ("system(0)", r"<reward>:1:1: unknown name 'system'"),
-    ("a++", r"'\+' is not allowed"),
-    ("ram(0x10); a", r"';' is not allowed"),
-    ("{ a }", r"'\{' is not allowed"),
-    ("a % 3", r"'%' is not allowed"),
-    ("ram", r"ram must be called"),
-    ("a(1)", r"a is a value"),
-    ("prev(0)", r"only 0 tracked value"),
-    ("prev(a)", r"integer literal"),
-    ("p.reward[0]", r"'\.' is not allowed"),
-    ("a /* x */", r"comments"),
-    ("\"s\"", r"is not allowed"),
-    ("(a", r"unbalanced"),
-    ("1x", r"malformed number"),
-])
+@pytest.mark.parametrize(
+    "expr,why",
+    [
+        ("a = 1", r"<reward>:1:3: '=' is not allowed"),
+        ("system(0)", r"<reward>:1:1: unknown name 'system'"),
+        ("a++", r"'\+' is not allowed"),
+        ("ram(0x10); a", r"';' is not allowed"),
+        ("{ a }", r"'\{' is not allowed"),
+        ("a % 3", r"'%' is not allowed"),
+        ("ram", r"ram must be called"),
+        ("a(1)", r"a is a value"),
+        ("prev(0)", r"only 0 tracked value"),
+        ("prev(a)", r"integer literal"),
+        ("p.reward[0]", r"'\.' is not allowed"),
+        ("a /* x */", r"comments"),
+        ('"s"', r"is not allowed"),
+        ("(a", r"unbalanced"),
+        ("1x", r"malformed number"),
+    ],
+)
 def test_expressions_are_checked_before_compiling(gbx, expr, why):
     with pytest.raises(ValueError, match=why):
         gbx.VecEnv(ROM, num_envs=1, obs="vec", reward=expr)

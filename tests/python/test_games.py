@@ -1,13 +1,13 @@
 """gbx.games: profiles as data, the cartridge check, start recipes, host reward terms; the
 Pokémon profile's logic on a stand-in ROM that writes its addresses; 2048.gb and libbet.gb
 (from ../shared/games, skipped per case without them): the score bytes track the game."""
+
 import dataclasses
 import hashlib
 import os
 
 import numpy as np
 import pytest
-
 from romutil import COUNTER_ROM, POKEMON_STANDIN_ROM
 
 GAMES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "games")
@@ -27,9 +27,12 @@ NOOP, A, B, SELECT, START, RIGHT, LEFT, UP, DOWN = range(9)
 def standin_profile(gbx):
     """The Pokémon Red profile (addresses, reward, host terms, intro recipe) for the stand-in,
     with buttons8 actions so that SELECT (the stand-in's level-up) can be pressed."""
-    return dataclasses.replace(gbx.games.get("pokemon_red"), name="pokemon_standin",
-                               sha1=hashlib.sha1(POKEMON_STANDIN_ROM).hexdigest(),
-                               actions="buttons8")
+    return dataclasses.replace(
+        gbx.games.get("pokemon_red"),
+        name="pokemon_standin",
+        sha1=hashlib.sha1(POKEMON_STANDIN_ROM).hexdigest(),
+        actions="buttons8",
+    )
 
 
 def test_profiles_are_data(gbx):
@@ -63,15 +66,23 @@ def test_wrong_cartridge_is_one_clear_error(gbx):
 def test_recipe_checks(gbx):
     check = gbx.games.check_recipe
     check([("start", 4), ("wait", 60), ("a+b", 2), ("until", "ram(0xD35E) == 38", 600)])
-    for bad in ([("jump", 4)], [("wait", 0)], [("a",)], [("until", "ram(1)", 0)],
-                [("until", "", 10)], "start", [["wait", True]]):
+    for bad in (
+        [("jump", 4)],
+        [("wait", 0)],
+        [("a",)],
+        [("until", "ram(1)", 0)],
+        [("until", "", 10)],
+        "start",
+        [["wait", True]],
+    ):
         with pytest.raises(ValueError, match="start recipe|a start recipe"):
             check(bad)
 
 
 def test_custom_action_set(gbx):
-    env = gbx.VecEnv("builtin:ARROWS", 2, actions=("up", "down", "noop", "b+left"),
-                     obs={"ram": [0xC000]})
+    env = gbx.VecEnv(
+        "builtin:ARROWS", 2, actions=("up", "down", "noop", "b+left"), obs={"ram": [0xC000]}
+    )
     assert env.single_action_space.n == 4
     with pytest.raises(ValueError, match="unknown button 'jump'"):
         gbx.VecEnv("builtin:ARROWS", 1, actions=("up", "jump"))
@@ -94,7 +105,9 @@ def test_arrows_profile_scores_pressing_the_arrow(gbx):
 
 def test_pokemon_profile_on_a_standin(gbx):
     profile = standin_profile(gbx)
-    with pytest.raises(gbx.games.RecipeTimeout, match="the condition did not hold within 10 frames"):
+    with pytest.raises(
+        gbx.games.RecipeTimeout, match="the condition did not hold within 10 frames"
+    ):
         gbx.games.start_state(POKEMON_STANDIN_ROM, [("until", "ram(0xD35E) == 99", 10)])
     env = gbx.make(profile, 2, rom=POKEMON_STANDIN_ROM, obs="ram", seed=0)
     assert env.start_state is not None
@@ -108,12 +121,12 @@ def test_pokemon_profile_on_a_standin(gbx):
         _, r, term, trunc, info = env.step(np.array([a0, a1]))
         return [round(float(x), 4) for x in r]
 
-    assert step(RIGHT) == [0.1, 0.0]      # a new tile
-    assert step(LEFT) == [0.0, 0.0]       # back on the start tile: seen
-    assert step(RIGHT) == [0.0, 0.0]      # seen
+    assert step(RIGHT) == [0.1, 0.0]  # a new tile
+    assert step(LEFT) == [0.0, 0.0]  # back on the start tile: seen
+    assert step(RIGHT) == [0.0, 0.0]  # seen
     assert step(RIGHT, UP) == [0.1, 0.1]  # new tiles
-    assert step(B) == [4.0, 0.0]          # one event flag
-    assert step(SELECT) == [1.0, 0.0]     # party level 5 -> 6
+    assert step(B) == [4.0, 0.0]  # one event flag
+    assert step(SELECT) == [1.0, 0.0]  # party level 5 -> 6
     assert step(START, START) == [10.0, 10.0]  # a badge
     assert step(NOOP) == [0.0, 0.0]
     # A new episode forgets the tiles it saw: env 0 back at the start state.
@@ -141,6 +154,7 @@ def test_pokemon_levels_cap_and_episode_return(gbx):
 
 # -- the homebrew games in ../shared/games ----------------------------------------------------
 
+
 def _bcd_score(env):
     b = env.read_memory(0xFFB0, 0xFFB3).astype(int)
     return ((b >> 4) * 10 + (b & 15)) @ np.array([10000, 100, 1])
@@ -162,13 +176,13 @@ def test_2048_score_tracks_the_screen(gbx):
     assert (_bcd_score(env) == 0).all() and (obs > 0).sum(axis=1).tolist() == [2] * 4
     rng = np.random.default_rng(3)
     total = np.zeros(4)
-    for t in range(40):
+    for _t in range(40):
         _, r, term, trunc, _ = env.step(rng.integers(0, 4, 4))
         assert not (term | trunc).any()  # 40 moves cannot fill the grid
         total += r
     score = _bcd_score(env)
     assert (score > 0).all() and len(set(score.tolist())) > 1, score
-    assert list(total) == list(score)           # the reward is the score's increase
+    assert list(total) == list(score)  # the reward is the score's increase
     assert list(_score_on_screen(env)) == list(score)
     env.close()
 
@@ -197,7 +211,7 @@ def test_2048_game_over_ends_the_episode(gbx):
     env = gbx.make("2048", 8, rom=rom, obs="ram", seed=5)
     env.reset(seed=5)
     rng = np.random.default_rng(5)
-    for t in range(400):
+    for _t in range(400):
         obs, r, term, trunc, info = env.step(rng.integers(0, 4, 8))
         if term.any():
             i = int(np.flatnonzero(term)[0])

@@ -1,4 +1,5 @@
 """The installed package finds its own templates, never the source tree it was built from."""
+
 import pathlib
 
 

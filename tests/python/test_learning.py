@@ -1,9 +1,8 @@
 """The learning example (examples/train_reinforce.py) reaches its threshold on ARROWS from
 pixels with a fixed seed and a CI-sized budget, well above the random policy it measures."""
+
 import importlib.util
 import os
-
-import pytest
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "train_reinforce.py")
 # README "The ARROWS game": random play scores 1/8 a step; the example reaches >= 0.8.

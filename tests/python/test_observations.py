@@ -1,8 +1,8 @@
 """obs specs: pixels (full/half/packed), ram gathers, vec, dict specs, frame stacking."""
+
 import gymnasium as gym
 import numpy as np
 import pytest
-
 from conftest import ROM
 from romutil import COUNTER_ROM
 
@@ -171,17 +171,20 @@ def test_copy_true_with_a_dict_spec(gbx):
     e.close()
 
 
-@pytest.mark.parametrize("obs,msg", [
-    ({"vec": True, "pixels": True}, "exclude each other"),
-    ({"pixels": "quarter"}, "obs\\['pixels'\\] must be"),
-    ({"ram": []}, "lists no address"),
-    ({"ram": [0x10000]}, "out of range"),
-    ({"ram": ["0xC000"]}, "must be ints"),
-    ({"ram": 0xC000}, "list of bus addresses"),
-    ({"rgb": True}, "unknown observation 'rgb'"),
-    ({"vec": False}, "selects no observation"),
-    ("screen", "obs must be"),
-])
+@pytest.mark.parametrize(
+    "obs,msg",
+    [
+        ({"vec": True, "pixels": True}, "exclude each other"),
+        ({"pixels": "quarter"}, "obs\\['pixels'\\] must be"),
+        ({"ram": []}, "lists no address"),
+        ({"ram": [0x10000]}, "out of range"),
+        ({"ram": ["0xC000"]}, "must be ints"),
+        ({"ram": 0xC000}, "list of bus addresses"),
+        ({"rgb": True}, "unknown observation 'rgb'"),
+        ({"vec": False}, "selects no observation"),
+        ("screen", "obs must be"),
+    ],
+)
 def test_bad_specs(gbx, obs, msg):
     with pytest.raises(ValueError, match=msg) as ei:
         gbx.VecEnv(ROM, num_envs=1, obs=obs)

@@ -1,6 +1,7 @@
 """python -m gbx.play: the window, headless under Xvfb (else SDL's dummy video driver), driven
 by --events through pygame's event queue: screenshots equal the env's observation of the same
 frame, F5/F9 round-trip a state, frames are paced at 59.73 a second; bad input is one line."""
+
 import os
 import select
 import shutil
@@ -25,9 +26,24 @@ def _start_xvfb(fbdir):
     if shutil.which("Xvfb") is None:
         return None
     r, w = os.pipe()
-    proc = subprocess.Popen(["Xvfb", "-displayfd", str(w), "-screen", "0", "640x480x24",
-                             "-fbdir", str(fbdir), "-br", "-nolisten", "tcp"], pass_fds=(w,),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            "Xvfb",
+            "-displayfd",
+            str(w),
+            "-screen",
+            "0",
+            "640x480x24",
+            "-fbdir",
+            str(fbdir),
+            "-br",
+            "-nolisten",
+            "tcp",
+        ],
+        pass_fds=(w,),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     os.close(w)
     number = b""
     deadline = time.monotonic() + 20
@@ -65,23 +81,39 @@ def display_env(tmp_path_factory):
         return
     # No Xvfb (scripts/setup.sh installs it): SDL's dummy driver still runs the window code.
     env.update(SDL_VIDEODRIVER="dummy")
-    probe = subprocess.run([sys.executable, "-c", "import pygame; pygame.display.init(); "
-                            "pygame.display.set_mode((8, 8))"], env=env, capture_output=True)
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import pygame; pygame.display.init(); pygame.display.set_mode((8, 8))",
+        ],
+        env=env,
+        capture_output=True,
+    )
     if probe.returncode != 0:
-        pytest.skip("no display: neither Xvfb nor SDL's dummy video driver works "
-                    f"({probe.stderr.decode().strip().splitlines()[-1:]})")
+        pytest.skip(
+            "no display: neither Xvfb nor SDL's dummy video driver works "
+            f"({probe.stderr.decode().strip().splitlines()[-1:]})"
+        )
     yield env
 
 
 def play(display_env, *args, cwd, timeout=300):
-    return subprocess.run([sys.executable, "-m", "gbx.play", *args], env=display_env, cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "gbx.play", *args],
+        env=display_env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def reference_env(gbx):
     """gbx.play's env: one frame a step, buttons as multibinary, the screen as obs."""
-    env = gbx.VecEnv(ARROWS, 1, frames_per_step=1, release_after_frames=1,
-                     actions="multibinary", obs="pixels")
+    env = gbx.VecEnv(
+        ARROWS, 1, frames_per_step=1, release_after_frames=1, actions="multibinary", obs="pixels"
+    )
     env.reset()
     return env
 
@@ -121,8 +153,17 @@ def test_screenshots_and_state_round_trip(gbx, display_env, tmp_path):
         36 screenshot s36.png
         40 press escape
     """)
-    r = play(display_env, ARROWS, "--scale", str(SCALE), "--events", "events.txt",
-             "--state-file", "my.state", cwd=tmp_path)
+    r = play(
+        display_env,
+        ARROWS,
+        "--scale",
+        str(SCALE),
+        "--events",
+        "events.txt",
+        "--state-file",
+        "my.state",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert "frame 12: saved state to my.state" in r.stdout
     assert "frame 30: loaded state from my.state" in r.stdout
@@ -139,7 +180,7 @@ def test_screenshots_and_state_round_trip(gbx, display_env, tmp_path):
         obs, *_ = env.step(press([UP] if 18 <= k < 21 else []))
     s30 = expected(obs)
     env.load_state(0, state12)
-    for k in range(6):
+    for _ in range(6):
         obs, *_ = env.step(press())
     s36 = expected(obs)
     env.close()
@@ -164,8 +205,12 @@ def read_xwd(path) -> np.ndarray:
     masks = [int(m) for m in h[14:17]]
     assert version == 7 and bpp == 32, (version, bpp)
     start = header_size + 12 * ncolors
-    rows = np.frombuffer(data, dtype="<u4" if byte_order == 0 else ">u4",
-                         count=height * bytes_per_line // 4, offset=start)
+    rows = np.frombuffer(
+        data,
+        dtype="<u4" if byte_order == 0 else ">u4",
+        count=height * bytes_per_line // 4,
+        offset=start,
+    )
     px = rows.reshape(height, bytes_per_line // 4)[:, :width]
     shifts = [(m & -m).bit_length() - 1 for m in masks]
     return np.stack([(px & m) >> sh for m, sh in zip(masks, shifts)], axis=-1).astype(np.uint8)
@@ -177,9 +222,14 @@ def test_the_x_screen_shows_the_observation(gbx, display_env, tmp_path):
     if "XVFB_FBDIR" not in display_env:
         pytest.skip("no Xvfb (SDL's dummy driver has no screen to look at)")
     (tmp_path / "events.txt").write_text("5 down right\n8 up right\n20 pause 4\n21 quit\n")
-    proc = subprocess.Popen([sys.executable, "-m", "gbx.play", ARROWS, "--scale", str(SCALE),
-                             "--events", "events.txt"], env=display_env, cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gbx.play", ARROWS, "--scale", str(SCALE), "--events", "events.txt"],
+        env=display_env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         lines = []
         for line in proc.stdout:
@@ -202,7 +252,7 @@ def test_the_x_screen_shows_the_observation(gbx, display_env, tmp_path):
     assert ys.size, "the X screen is all black: no window"
     y0, x0 = ys.min(), xs.min()
     assert (ys.max() - y0 + 1, xs.max() - x0 + 1) == want.shape[:2]
-    assert np.array_equal(screen[y0:y0 + want.shape[0], x0:x0 + want.shape[1]], want)
+    assert np.array_equal(screen[y0 : y0 + want.shape[0], x0 : x0 + want.shape[1]], want)
 
 
 def test_load_state_at_start_and_pacing(gbx, display_env, tmp_path):
@@ -214,8 +264,19 @@ def test_load_state_at_start_and_pacing(gbx, display_env, tmp_path):
         obs, *_ = env.step(press())
     env.close()
     (tmp_path / "events.txt").write_text("90 screenshot end.png\n")
-    r = play(display_env, ARROWS, "--scale", str(SCALE), "--load-state", "start.gbxstate",
-             "--events", "events.txt", "--frames", "90", cwd=tmp_path)
+    r = play(
+        display_env,
+        ARROWS,
+        "--scale",
+        str(SCALE),
+        "--load-state",
+        "start.gbxstate",
+        "--events",
+        "events.txt",
+        "--frames",
+        "90",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert np.array_equal(screenshot(tmp_path / "end.png"), expected(obs))
     fps = float(r.stdout.rsplit("(", 1)[1].split()[0])
@@ -224,8 +285,9 @@ def test_load_state_at_start_and_pacing(gbx, display_env, tmp_path):
     assert 20.0 < fps < 60.0, r.stdout
     # F9 with no state file yet: a message, and play goes on.
     (tmp_path / "events.txt").write_text("2 press f9\n")
-    r = play(display_env, ARROWS, "--events", "events.txt", "--frames", "5", "--speed", "0",
-             cwd=tmp_path)
+    r = play(
+        display_env, ARROWS, "--events", "events.txt", "--frames", "5", "--speed", "0", cwd=tmp_path
+    )
     assert r.returncode == 0, r.stderr
     assert "no state to load from ARROWS.gbxstate" in r.stderr
     assert "5 frames in" in r.stdout
@@ -237,8 +299,10 @@ def test_bad_input_is_one_line(display_env, tmp_path):
     (tmp_path / "badkey.txt").write_text("3 press nosuchkey\n")
     (tmp_path / "badpause.txt").write_text("1 down x\n3 pause soon\n")
     cases = [
-        (["/nonexistent/game.gb"],
-         "cannot run /nonexistent/game.gb: ROM '/nonexistent/game.gb': no such file"),
+        (
+            ["/nonexistent/game.gb"],
+            "cannot run /nonexistent/game.gb: ROM '/nonexistent/game.gb': no such file",
+        ),
         ([ARROWS, "--load-state", "missing.state"], "--load-state: cannot read missing.state"),
         ([ARROWS, "--load-state", "junk.state"], "--load-state junk.state:"),
         ([ARROWS, "--events", "bad.txt"], "bad.txt:1: unknown action 'jump'"),
@@ -260,7 +324,8 @@ def test_without_pygame_one_line(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "pygame", None)  # import pygame raises ImportError
     assert play_module.main([ARROWS]) == 2
     assert capsys.readouterr().err == (
-        "gbx-play: error: gbx.play needs pygame: pip install 'gbx[play]'\n")
+        "gbx-play: error: gbx.play needs pygame: pip install 'gbx[play]'\n"
+    )
 
 
 def test_console_script():

@@ -8,6 +8,7 @@ Two layers:
   GBX_TEST_PYBOY=1): the same live, on several built-in ROMs, and both emulators run on.
 Banking, RTC, OAM DMA, timer reload and serial states: test_pyboy_fixtures.py.
 """
+
 import gzip
 import hashlib
 import json
@@ -113,7 +114,9 @@ def test_cgb_state_refused(pc, fixture_state, expected):
 
 def test_state_of_a_cartridge_with_other_ram_refused(pc, fixture_state):
     # MBC1_BANKS has cartridge RAM, ALU_LOOP has none: PyBoy's record lengths differ.
-    with pytest.raises(pc.PyBoyStateError, match=r"does not parse as the state of this ROM's cartridge \(mbc1") as ei:
+    with pytest.raises(
+        pc.PyBoyStateError, match=r"does not parse as the state of this ROM's cartridge \(mbc1"
+    ) as ei:
         pc.import_state(fixture_state, "builtin:MBC1_BANKS")
     one_line(ei)
 
@@ -131,8 +134,15 @@ def test_blob_for_another_rom_refused_by_gbx(gbx, pc, fixture_state, expected):
 # -- Live PyBoy (opt-in) ---------------------------------------------------------------------
 
 # ROMs PyBoy and GBX both run from the import point on; each must be equal there.
-LIVE_ROMS = ["ALU_LOOP", "MEM_RWB", "IRQ_TIMER", "TIMER_RELOAD", "PPU_MODES", "MBC1_BANKS",
-             "SERIAL_HELLO"]
+LIVE_ROMS = [
+    "ALU_LOOP",
+    "MEM_RWB",
+    "IRQ_TIMER",
+    "TIMER_RELOAD",
+    "PPU_MODES",
+    "MBC1_BANKS",
+    "SERIAL_HELLO",
+]
 
 
 def need_pyboy():

@@ -9,15 +9,15 @@ pyboy_fixture_roms.py) and against PyBoy's saved clocks with the documented conv
 run the imported state on in GBX and compare the bytes the program writes, and the cycle
 each frame ends at, frame by frame with what PyBoy's own continuation did.
 """
+
 import gzip
 import hashlib
 import json
 import pathlib
 
 import numpy as np
-import pytest
-
 import pyboy_fixture_roms as roms
+import pytest
 
 DATA = pathlib.Path(__file__).parent / "data"
 RTC_SECOND = 4194304  # T-cycles (Pan Docs "MBC3": the clock counts at 32768 Hz / 2^15)
@@ -47,13 +47,21 @@ class Loaded:
         self.state = gzip.decompress((DATA / f"{fx.name}.pyboy.state.gz").read_bytes())
         self.meta = json.loads((DATA / f"{fx.name}.pyboy.json").read_text())
         assert hashlib.sha256(fx.rom).hexdigest() == self.meta["rom_sha256"], (
-            f"{fx.name}: the ROM in pyboy_fixture_roms.py changed; re-run scripts/make_pyboy_fixtures.py")
+            f"{fx.name}: the ROM in pyboy_fixture_roms.py changed; re-run scripts/make_pyboy_fixtures.py"
+        )
         self.p = pc.read_state(self.state, fx.rom)
         self.blob = pc.import_state(self.state, fx.rom)
         self.pc = pc
         # obs/reward/copy explicit: the defaults are not this test's business.
-        self.env = gbx.VecEnv(fx.rom, num_envs=1, frames_per_step=1, release_after_frames=1,
-                              obs="vec", reward="0", copy=True)
+        self.env = gbx.VecEnv(
+            fx.rom,
+            num_envs=1,
+            frames_per_step=1,
+            release_after_frames=1,
+            obs="vec",
+            reward="0",
+            copy=True,
+        )
         self.env.reset(seed=0)
         pc.load_into(self.env, 0, self.blob)
 
@@ -61,7 +69,9 @@ class Loaded:
         _, records = self.pc._split_blob(bytes(self.env.save_state(0)))
         out = {}
         for name, data in records:
-            out[name] = int.from_bytes(data, "little", signed=len(data) == 8) if len(data) <= 8 else data
+            out[name] = (
+                int.from_bytes(data, "little", signed=len(data) == 8) if len(data) <= 8 else data
+            )
         return out
 
     def read(self, addr: int) -> int:
@@ -225,8 +235,15 @@ def test_oam_dma_ends_where_gbx_would_end_it(gbx, load, fixtures, nops):
     x = load(name)
     for _ in range(3):
         x.step()
-    native = gbx.VecEnv(fixtures[name].rom, num_envs=1, frames_per_step=1, release_after_frames=1,
-                        obs="vec", reward="0", copy=True)
+    native = gbx.VecEnv(
+        fixtures[name].rom,
+        num_envs=1,
+        frames_per_step=1,
+        release_after_frames=1,
+        obs="vec",
+        reward="0",
+        copy=True,
+    )
     native.reset(seed=0)
     for _ in range(80):
         native.step(np.zeros(1, dtype=np.int32))
@@ -299,4 +316,5 @@ def test_readme_import_table_is_the_generated_one(gbx):
     assert begin in readme, "docs/guide/pyboy-states.md lost its pyboy-import-table markers"
     section = readme.split(begin, 1)[1].split(f"<!-- {marker}: end -->", 1)[0]
     assert section == pyboy_fixture_table.markdown(gbx), (
-        "docs/guide/pyboy-states.md's PyBoy import table is stale: run scripts/make_pyboy_fixtures.py --table")
+        "docs/guide/pyboy-states.md's PyBoy import table is stale: run scripts/make_pyboy_fixtures.py --table"
+    )

@@ -1,7 +1,7 @@
 """gbx.RamSearch narrows candidate addresses the way cheat finders do."""
+
 import numpy as np
 import pytest
-
 from romutil import COUNTER_ROM
 
 N = 3
@@ -69,12 +69,15 @@ def test_every_searched_env_must_agree(gbx, env):
     assert list(gbx.RamSearch(env, 0xC000, 0xC004, envs=[1]).equal(0x42)) == [0xC002]
 
 
-@pytest.mark.parametrize("kw,msg", [
-    ({"lo": 5, "hi": 5}, "range"),
-    ({"lo": 0, "hi": 0x10001}, "range"),
-    ({"envs": []}, "envs"),
-    ({"envs": [N]}, "envs"),
-])
+@pytest.mark.parametrize(
+    "kw,msg",
+    [
+        ({"lo": 5, "hi": 5}, "range"),
+        ({"lo": 0, "hi": 0x10001}, "range"),
+        ({"envs": []}, "envs"),
+        ({"envs": [N]}, "envs"),
+    ],
+)
 def test_bad_arguments(gbx, env, kw, msg):
     with pytest.raises(ValueError, match=msg):
         gbx.RamSearch(env, **kw)

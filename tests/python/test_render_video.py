@@ -1,7 +1,7 @@
 """render() (Gymnasium rgb_array) and gbx.record_video (MP4 through imageio-ffmpeg)."""
+
 import numpy as np
 import pytest
-
 from conftest import ROM
 
 GREYS = np.array([0xFF, 0xAA, 0x55, 0x00], dtype=np.uint8)
@@ -9,8 +9,15 @@ GREYS = np.array([0xFF, 0xAA, 0x55, 0x00], dtype=np.uint8)
 
 @pytest.fixture(scope="module")
 def env(gbx):
-    e = gbx.VecEnv(ROM, num_envs=2, obs="vec", frames_per_step=2, release_after_frames=0, seed=0,
-                   render_mode="rgb_array")
+    e = gbx.VecEnv(
+        ROM,
+        num_envs=2,
+        obs="vec",
+        frames_per_step=2,
+        release_after_frames=0,
+        seed=0,
+        render_mode="rgb_array",
+    )
     yield e
     e.close()
 
@@ -65,11 +72,14 @@ def test_record_video_errors(gbx, tmp_path):
     e.close()
 
 
-@pytest.mark.parametrize("kw,msg", [
-    ({"frames": -1}, "frames"),
-    ({"frames": 2, "scale": 0}, "scale"),
-    ({"frames": 2, "path": "x.avi"}, "MP4"),
-])
+@pytest.mark.parametrize(
+    "kw,msg",
+    [
+        ({"frames": -1}, "frames"),
+        ({"frames": 2, "scale": 0}, "scale"),
+        ({"frames": 2, "path": "x.avi"}, "MP4"),
+    ],
+)
 def test_record_video_bad_arguments(gbx, env, tmp_path, kw, msg):
     kw = dict(kw)
     path = tmp_path / kw.pop("path", "x.mp4")

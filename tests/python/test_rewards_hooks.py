@@ -2,12 +2,12 @@
 docs/guide/rewards.md: compiled results against Python references over the machine's own RAM,
 seen() cleared by resets and carried by save states, hooks counted identically by the
 interpreter and the ROM-specialized kernel, and by cpu and cuda (the CUDA driver double)."""
+
 import os
 import textwrap
 
 import numpy as np
 import pytest
-
 from conftest import ROM
 
 GAMES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "games")
@@ -21,12 +21,12 @@ def game(name):
 
 
 def ref_popcount(mem, lo, hi):
-    return int(sum(bin(b).count("1") for b in mem[lo:hi + 1]))
+    return int(sum(bin(b).count("1") for b in mem[lo : hi + 1]))
 
 
 def ref_bcd(mem, at, n):
     v = 0
-    for b in mem[at:at + n]:
+    for b in mem[at : at + n]:
         v = v * 100 + (b >> 4) * 10 + (b & 15)
     return v
 
@@ -35,12 +35,17 @@ def wram(env, i):
     return np.frombuffer(env.backend.read_memory(i, 0xC000, 0xE000), dtype=np.uint8)
 
 
-@pytest.mark.parametrize("reward,ref", [
-    # Float32 holds both parts exactly: popcount <= 2400 < 4096, the sum's low 12 bits above.
-    ("popcount(0xC000, 0xC12B) + 4096 * (sum(0xC000, 0xC0FF) & 0xFFF)",
-     lambda m: ref_popcount(m, 0x000, 0x12B) + 4096 * (int(m[0x000:0x100].sum()) & 0xFFF)),
-    ("bcd(0xC0A0, 3)", lambda m: ref_bcd(m, 0x0A0, 3)),
-])
+@pytest.mark.parametrize(
+    "reward,ref",
+    [
+        # Float32 holds both parts exactly: popcount <= 2400 < 4096, the sum's low 12 bits above.
+        (
+            "popcount(0xC000, 0xC12B) + 4096 * (sum(0xC000, 0xC0FF) & 0xFFF)",
+            lambda m: ref_popcount(m, 0x000, 0x12B) + 4096 * (int(m[0x000:0x100].sum()) & 0xFFF),
+        ),
+        ("bcd(0xC0A0, 3)", lambda m: ref_bcd(m, 0x0A0, 3)),
+    ],
+)
 def test_popcount_sum_bcd_rewards_on_a_game(reward, ref):
     # 2048: the board and score live in WRAM; random moves change them every few steps.
     import gbx
@@ -66,8 +71,9 @@ def test_seen_exploration_reward_on_a_game():
     rom = game("2048.gb")
     n = 2
     key = "ram(0xC054) << 16 | ram(0xC040) << 8 | ram(0xC05A)"
-    e = gbx.VecEnv(rom, n, obs="vec", frames_per_step=4, seed=2, seen_capacity=64,
-                   reward=f"seen({key})")
+    e = gbx.VecEnv(
+        rom, n, obs="vec", frames_per_step=4, seed=2, seen_capacity=64, reward=f"seen({key})"
+    )
     e.reset(seed=2)
     sets = []
     for i in range(n):
@@ -92,8 +98,14 @@ def test_seen_cleared_on_reset_and_autoreset_and_carried_by_save_states():
     import gbx
 
     # ALU_LOOP: DIV (FF04) and B move every frame, so each step produces a new key for a while.
-    kw = dict(obs="vec", frames_per_step=1, release_after_frames=0, seen_capacity=1000,
-              track=["seen(ram(0xFF04) | b << 8)"], reward="seen_count()")
+    kw = dict(
+        obs="vec",
+        frames_per_step=1,
+        release_after_frames=0,
+        seen_capacity=1000,
+        track=["seen(ram(0xFF04) | b << 8)"],
+        reward="seen_count()",
+    )
     e = gbx.VecEnv(ROM, 2, **kw)
     e.reset(seed=0)
     counts = []
@@ -138,8 +150,9 @@ def test_seen_state_into_a_kernel_without_seen_and_back():
     plain.step(np.zeros(1, dtype=np.int32))
     s_plain = plain.save_state(0)
     assert b"seen" not in s_plain
-    e = gbx.VecEnv(ROM, 1, seen_capacity=8, reward="seen_count()",
-                   track=["seen(ram(0xFF04))"], **kw)
+    e = gbx.VecEnv(
+        ROM, 1, seen_capacity=8, reward="seen_count()", track=["seen(ram(0xFF04))"], **kw
+    )
     e.reset(seed=0)
     for _ in range(8):
         _, r, *_ = e.step(np.zeros(1, dtype=np.int32))
@@ -151,29 +164,36 @@ def test_seen_state_into_a_kernel_without_seen_and_back():
     assert 1 <= r[0] <= 2, r
     s_seen = e.save_state(0)
     plain.load_state(0, s_seen)  # the set has nowhere to go there: dropped, the machine loads
-    other = gbx.VecEnv(ROM, 1, seen_capacity=100, reward="seen_count()",
-                       track=["seen(ram(0xFF04))"], **kw)
+    other = gbx.VecEnv(
+        ROM, 1, seen_capacity=100, reward="seen_count()", track=["seen(ram(0xFF04))"], **kw
+    )
     with pytest.raises(ValueError, match="seen\\(\\) set has"):
         other.load_state(0, s_seen)
 
 
-@pytest.mark.parametrize("kw,why", [
-    (dict(seen_capacity=0, reward="seen(a)"), r"seen_capacity must be an int in 1\.\.65536"),
-    (dict(seen_capacity=65537, reward="seen(a)"), r"seen_capacity must be an int in 1\.\.65536"),
-    (dict(reward="popcount(0xC010, 0xC000)"), r"lo > hi"),
-    (dict(reward="sum(0xC000, 0x10000)"), r"outside the address space"),
-    (dict(reward="popcount(0xC000, a)"), r"takes two integer literals"),
-    (dict(reward="bcd(0xC000, 0)"), r"byte count 0 is outside 1\.\.8"),
-    (dict(reward="bcd(0xC000, 9)"), r"byte count 9 is outside 1\.\.8"),
-    (dict(reward="hit(0)"), r"only 0 hook\(s\) given"),
-    (dict(reward="hit(1)", hooks=[0x150]), r"only 1 hook\(s\) given"),
-    (dict(hooks=[0xFF40]), r"OAM or I/O"),
-    (dict(hooks=[0xFFFF]), r"IE register"),
-    (dict(hooks=[0x10000]), r"outside 0x0000-0xFFFF"),
-    (dict(hooks=["2:4000"]), r"bank 2 is beyond the 2 ROM banks"),
-    (dict(hooks=["1:C000"]), r"a bank applies only to the switchable window"),
-    (dict(hooks=["x:y"]), r"an address is an int"),
-])
+@pytest.mark.parametrize(
+    "kw,why",
+    [
+        (dict(seen_capacity=0, reward="seen(a)"), r"seen_capacity must be an int in 1\.\.65536"),
+        (
+            dict(seen_capacity=65537, reward="seen(a)"),
+            r"seen_capacity must be an int in 1\.\.65536",
+        ),
+        (dict(reward="popcount(0xC010, 0xC000)"), r"lo > hi"),
+        (dict(reward="sum(0xC000, 0x10000)"), r"outside the address space"),
+        (dict(reward="popcount(0xC000, a)"), r"takes two integer literals"),
+        (dict(reward="bcd(0xC000, 0)"), r"byte count 0 is outside 1\.\.8"),
+        (dict(reward="bcd(0xC000, 9)"), r"byte count 9 is outside 1\.\.8"),
+        (dict(reward="hit(0)"), r"only 0 hook\(s\) given"),
+        (dict(reward="hit(1)", hooks=[0x150]), r"only 1 hook\(s\) given"),
+        (dict(hooks=[0xFF40]), r"OAM or I/O"),
+        (dict(hooks=[0xFFFF]), r"IE register"),
+        (dict(hooks=[0x10000]), r"outside 0x0000-0xFFFF"),
+        (dict(hooks=["2:4000"]), r"bank 2 is beyond the 2 ROM banks"),
+        (dict(hooks=["1:C000"]), r"a bank applies only to the switchable window"),
+        (dict(hooks=["x:y"]), r"an address is an int"),
+    ],
+)
 def test_bad_inputs_are_one_clear_value_error(gbx, kw, why):
     with pytest.raises(ValueError, match=why):
         gbx.VecEnv(ROM, 1, obs="vec", **kw)
@@ -201,8 +221,7 @@ def test_hooks_interpreter_equals_specialized_kernel():
     assert pcs
     # The VBlank vector, the idle-loop PCs, the entry point, one banked address (bank 1).
     hooks = [0x0040, *pcs, 0x0100, "1:4000"]
-    kw = dict(obs="vec", frames_per_step=4, seed=3, hooks=hooks,
-              reward="hit(0) + 2 * hit(1)")
+    kw = dict(obs="vec", frames_per_step=4, seed=3, hooks=hooks, reward="hit(0) + 2 * hit(1)")
     interp = gbx.VecEnv(rom, n, **kw)
     spec = gbx.VecEnv(rom, n, specialize="auto:8", **kw)
     spec.reset(seed=3)
@@ -222,7 +241,8 @@ def test_hooks_interpreter_equals_specialized_kernel():
         np.testing.assert_array_equal(info_i["hits"], info_s["hits"], err_msg=f"step {t}")
         np.testing.assert_array_equal(r_i, r_s)
         np.testing.assert_array_equal(
-            r_i, (info_i["hits"][:, 0] + 2 * info_i["hits"][:, 1]).astype(np.float32))
+            r_i, (info_i["hits"][:, 0] + 2 * info_i["hits"][:, 1]).astype(np.float32)
+        )
         total += info_i["hits"].sum(axis=0, dtype=np.int64)
     assert total[0] > 0 and total[1] > 0, total  # the hooks were reached
 

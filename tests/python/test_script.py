@@ -1,5 +1,6 @@
 """gbx.script: scripted input (button holds, waits, until-conditions) on the ARROWS game, and
 the host evaluator of the reward language it uses (gbx.expressions.compile_host)."""
+
 import numpy as np
 import pytest
 
@@ -55,8 +56,11 @@ def test_timeout_raises_naming_the_step_and_envs(gbx):
     env = arrows(gbx, n=3)
     env.reset()
     steps = [("wait", 5), ("until", "ram(0xC003) == 0", 50)]  # the LFSR is never 0
-    with pytest.raises(gbx.ScriptTimeout, match=r"step 1 \('until', 'ram\(0xC003\) == 0', 50\)"
-                       r".*within 50 frames in 3 of 3 env\(s\) \(env 0, 1, 2\)") as err:
+    with pytest.raises(
+        gbx.ScriptTimeout,
+        match=r"step 1 \('until', 'ram\(0xC003\) == 0', 50\)"
+        r".*within 50 frames in 3 of 3 env\(s\) \(env 0, 1, 2\)",
+    ) as err:
         gbx.script(env, steps)
     assert err.value.step == 1 and err.value.envs == [0, 1, 2]
     assert err.value.frames.tolist() == [55, 55, 55]
@@ -66,9 +70,17 @@ def test_timeout_raises_naming_the_step_and_envs(gbx):
 
 
 def test_deterministic_and_only_the_chosen_envs(gbx):
-    steps = gbx.Script([("start", 4), ("wait", 7), ("until", "ram(0xC003) < 0x20", 300),
-                        ("right", 2), ("wait", 3), ("until", "(ram(0xC003) & 3) == 1", 100),
-                        ("down+b", 5)])
+    steps = gbx.Script(
+        [
+            ("start", 4),
+            ("wait", 7),
+            ("until", "ram(0xC003) < 0x20", 300),
+            ("right", 2),
+            ("wait", 3),
+            ("until", "(ram(0xC003) & 3) == 1", 100),
+            ("down+b", 5),
+        ]
+    )
     states = []
     for _ in range(2):
         env = arrows(gbx, n=3)
@@ -86,8 +98,12 @@ def test_deterministic_and_only_the_chosen_envs(gbx):
 
 def test_same_game_on_mgba(gbx):
     """Any backend: the reference emulator (no kernel) ends in the cpu kernel's WRAM."""
-    steps = [("wait", 3), ("until", "ram(0xC003) == 0x42 && pc >= 0x100", 300), ("up", 2),
-             ("wait", 9)]
+    steps = [
+        ("wait", 3),
+        ("until", "ram(0xC003) == 0x42 && pc >= 0x100", 300),
+        ("up", 2),
+        ("wait", 9),
+    ]
     mems = []
     for device, obs in (("cpu", {"ram": RAM}), ("mgba", "vec")):
         env = gbx.VecEnv(ARROWS, 1, device=device, obs=obs, release_after_frames=1)
@@ -120,8 +136,11 @@ def test_bad_steps_raise_before_any_frame(gbx):
     with pytest.raises(RuntimeError, match=r"call env.reset\(\)"):
         gbx.script(env, [("wait", 1)])
     env.reset()
-    for envs, match in ((5, r"out of range"), (np.zeros(1, bool), r"selects no env"),
-                        ("x", r"envs must be")):
+    for envs, match in (
+        (5, r"out of range"),
+        (np.zeros(1, bool), r"selects no env"),
+        ("x", r"envs must be"),
+    ):
         with pytest.raises(ValueError, match=match):
             gbx.script(env, [("wait", 1)], envs=envs)
     env0 = arrows(gbx, n=1, release_after_frames=0)
@@ -148,7 +167,7 @@ def _literal(v) -> str:
         return repr(float(v))
     if v.dtype == np.uint32:
         return f"{int(v)}u"
-    if int(v) == -2**31:
+    if int(v) == -(2**31):
         return "(-2147483647 - 1)"
     return f"({int(v)})"
 
@@ -157,10 +176,10 @@ def test_host_expressions_agree_with_the_kernel(gbx):
     """The host evaluator gives the kernel's values, C++ types included: one kernel whose
     reward has bit i set where expression i equals the host's value of it (same state)."""
     exprs = [
-        "ram(0xC003) - 200 < 5",                # uint32 wraps
-        "-1 < 0u",                              # int converted to unsigned
+        "ram(0xC003) - 200 < 5",  # uint32 wraps
+        "-1 < 0u",  # int converted to unsigned
         "ram16(0xFFFE) + sp",
-        "ram(0xC003) / 3",                      # a / (float) b
+        "ram(0xC003) / 3",  # a / (float) b
         "~ram(0xC003)",
         "a ? pc : 2.5",
         "(sp >> 4) ^ 0x5",
@@ -177,24 +196,35 @@ def test_host_expressions_agree_with_the_kernel(gbx):
     gbx.script(probe, [("wait", 1)])
     values = [h.evaluate(probe)[0] for h in host]
     probe.close()
-    reward = " + ".join(f"(({e}) == {_literal(v)}) * {1 << i}" for i, (e, v) in
-                        enumerate(zip(exprs, values)))
-    env = gbx.VecEnv(ARROWS, 1, obs={"ram": RAM}, frames_per_step=1, release_after_frames=1,
-                     reward=reward)
+    reward = " + ".join(
+        f"(({e}) == {_literal(v)}) * {1 << i}" for i, (e, v) in enumerate(zip(exprs, values))
+    )
+    env = gbx.VecEnv(
+        ARROWS, 1, obs={"ram": RAM}, frames_per_step=1, release_after_frames=1, reward=reward
+    )
     env.reset()
     _, r, *_ = env.step(np.zeros(1, dtype=np.int64))
-    assert int(r[0]) == (1 << len(exprs)) - 1, [exprs[i] for i in range(len(exprs))
-                                               if not int(r[0]) >> i & 1]
+    assert int(r[0]) == (1 << len(exprs)) - 1, [
+        exprs[i] for i in range(len(exprs)) if not int(r[0]) >> i & 1
+    ]
 
 
 def test_host_expression_errors(gbx):
     compile_host = gbx.expressions.compile_host
-    for text, match in (("", "empty expression"), ("x + 1", "unknown name 'x'"),
-                        ("a = 1", "'=' is not allowed"), ("1 % 2", "'%' is not allowed"),
-                        ("1.5 & 1", "needs integer operands"), ("~1.0", "needs integer"),
-                        ("ram", "must be called"), ("pc(1)", "is a value"),
-                        ("1 2", "unexpected '2'"), ("0x", "hex literal without digits"),
-                        ("08", "malformed number"), ("1 /* c */", "comments")):
+    for text, match in (
+        ("", "empty expression"),
+        ("x + 1", "unknown name 'x'"),
+        ("a = 1", "'=' is not allowed"),
+        ("1 % 2", "'%' is not allowed"),
+        ("1.5 & 1", "needs integer operands"),
+        ("~1.0", "needs integer"),
+        ("ram", "must be called"),
+        ("pc(1)", "is a value"),
+        ("1 2", "unexpected '2'"),
+        ("0x", "hex literal without digits"),
+        ("08", "malformed number"),
+        ("1 /* c */", "comments"),
+    ):
         with pytest.raises(ValueError, match=match):
             compile_host(text, "t")
 
@@ -204,8 +234,9 @@ def test_state_equals_stepping_frame_by_frame(gbx):
     buttons (screen buffers included: gbx.play's F5 state of the same input is the script's),
     even from an env whose frames_per_step runs several frames a call."""
     steps = [("wait", 37), ("right+a", 12), ("until", "ram(0xC003) == 0x42", 300), ("wait", 5)]
-    env = gbx.VecEnv(ARROWS, 1, frames_per_step=24, release_after_frames=8,
-                     actions="multibinary", obs="pixels")
+    env = gbx.VecEnv(
+        ARROWS, 1, frames_per_step=24, release_after_frames=8, actions="multibinary", obs="pixels"
+    )
     env.reset()
     total = int(gbx.script(env, steps)[0])
     scripted = env.save_state(0)
@@ -213,8 +244,9 @@ def test_state_equals_stepping_frame_by_frame(gbx):
     until = total - 37 - 12 - 5
     assert 0 < until <= 300
     # The same release_after_frames: a state holds the pending release of the last press.
-    ref = gbx.VecEnv(ARROWS, 1, frames_per_step=1, release_after_frames=8,
-                     actions="multibinary", obs="pixels")
+    ref = gbx.VecEnv(
+        ARROWS, 1, frames_per_step=1, release_after_frames=8, actions="multibinary", obs="pixels"
+    )
     ref.reset()
     right_a = np.array([[1, 0, 0, 0, 1, 0, 0, 0]], dtype=np.int8)
     for k in range(total):

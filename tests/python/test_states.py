@@ -1,10 +1,9 @@
 """Save states from Python: save/load, reset states (autoreset to a saved point),
 bulk memory reads, and the errors."""
+
 import numpy as np
 import pytest
-
-from conftest import ROM
-from romutil import COUNTER_ROM, make_rom, COUNTER_PROGRAM
+from romutil import COUNTER_PROGRAM, COUNTER_ROM, make_rom
 
 N = 4
 NOOP = np.zeros(N, dtype=np.int64)
@@ -13,8 +12,9 @@ NOOP = np.zeros(N, dtype=np.int64)
 def make(gbx, **kw):
     kw.setdefault("frames_per_step", 1)
     kw.setdefault("release_after_frames", 0)
-    return gbx.VecEnv(COUNTER_ROM, num_envs=N, obs={"vec": True, "ram": [0xC000, 0xC001]},
-                      seed=0, **kw)
+    return gbx.VecEnv(
+        COUNTER_ROM, num_envs=N, obs={"vec": True, "ram": [0xC000, 0xC001]}, seed=0, **kw
+    )
 
 
 @pytest.fixture
@@ -158,7 +158,7 @@ def test_autoreset_returns_to_the_saved_point(gbx):
 
 def test_reset_state_per_env_and_back_to_power_on(env):
     blobs = []
-    for i in range(N):
+    for _i in range(N):
         run(env, 1)
         blobs.append(env.save_state(0))
     env.set_reset_state(blobs)
@@ -200,14 +200,19 @@ def test_errors_are_one_python_exception(gbx, env):
         env.load_state(0, "not a blob")
     with pytest.raises(TypeError):
         env.save_state("0")
-    for junk, msg in ((b"", "save state"), (b"GBXS" + b"\0" * 10, "save state"),
-                      (b"\xff" * 4096, "save state"), (blob[:-10], "truncated")):
+    for junk, msg in (
+        (b"", "save state"),
+        (b"GBXS" + b"\0" * 10, "save state"),
+        (b"\xff" * 4096, "save state"),
+        (blob[:-10], "truncated"),
+    ):
         with pytest.raises(ValueError, match=msg) as ei:
             env.load_state(1, junk)
         assert "\n" not in str(ei.value)
     # A state of another ROM is refused, and leaves the env untouched.
-    other = gbx.VecEnv(make_rom(COUNTER_PROGRAM, title=b"OTHER"), num_envs=1, obs="vec",
-                       frames_per_step=1)
+    other = gbx.VecEnv(
+        make_rom(COUNTER_PROGRAM, title=b"OTHER"), num_envs=1, obs="vec", frames_per_step=1
+    )
     other.reset(seed=0)
     foreign = other.save_state(0)
     other.close()

@@ -1,10 +1,10 @@
 """gbx.VecEnv against Gymnasium's VectorEnv contract."""
+
 import gymnasium as gym
 import numpy as np
 import pytest
-from gymnasium.vector import AutoresetMode
-
 from conftest import ROM
+from gymnasium.vector import AutoresetMode
 
 N = 4
 
@@ -47,14 +47,27 @@ def test_reset_obs_is_the_reset_state(env, gbx):
     assert obs[0, 2] == pytest.approx(1 / 255)
 
 
-@pytest.mark.parametrize("codec,space", [
-    ("pokemon8", gym.spaces.Discrete(8)),
-    ("buttons8", gym.spaces.Discrete(9)),
-    ("multibinary", gym.spaces.MultiBinary(8)),
-])
+@pytest.mark.parametrize(
+    "codec,space",
+    [
+        ("pokemon8", gym.spaces.Discrete(8)),
+        ("buttons8", gym.spaces.Discrete(9)),
+        ("multibinary", gym.spaces.MultiBinary(8)),
+    ],
+)
 def test_spaces_contain_what_step_returns_after_100_random_steps(gbx, codec, space):
-    e = gbx.VecEnv(ROM, num_envs=N, obs="vec", frames_per_step=1, release_after_frames=0, actions=codec,
-                   seed=3, max_episode_frames=7, noop_max=3, sticky_actions=0.25)
+    e = gbx.VecEnv(
+        ROM,
+        num_envs=N,
+        obs="vec",
+        frames_per_step=1,
+        release_after_frames=0,
+        actions=codec,
+        seed=3,
+        max_episode_frames=7,
+        noop_max=3,
+        sticky_actions=0.25,
+    )
     assert e.single_action_space == space
     e.action_space.seed(5)
     obs, _ = e.reset(seed=5)
@@ -68,12 +81,19 @@ def test_spaces_contain_what_step_returns_after_100_random_steps(gbx, codec, spa
 
 
 def test_truncation_and_next_step_autoreset(gbx):
-    e = gbx.VecEnv(ROM, num_envs=N, obs="vec", frames_per_step=2, release_after_frames=0,
-                   max_episode_frames=6, seed=0)
+    e = gbx.VecEnv(
+        ROM,
+        num_envs=N,
+        obs="vec",
+        frames_per_step=2,
+        release_after_frames=0,
+        max_episode_frames=6,
+        seed=0,
+    )
     obs0, _ = e.reset(seed=0)
     obs0 = obs0.copy()
     acts = np.zeros(N, dtype=np.int32)
-    for step in range(1, 3):
+    for _step in range(1, 3):
         _, _, term, trunc, info = e.step(acts)
         assert not trunc.any() and not term.any() and "episode" not in info
     obs, reward, term, trunc, info = e.step(acts)  # frame 6: truncated
@@ -175,8 +195,7 @@ def test_reset_with_a_seed_per_env(gbx):
 
 
 def test_noop_frames_run_in_one_backend_call(gbx):
-    e = gbx.VecEnv(ROM, N, obs="vec", frames_per_step=1, noop_max=25, max_episode_frames=2,
-                   seed=1)
+    e = gbx.VecEnv(ROM, N, obs="vec", frames_per_step=1, noop_max=25, max_episode_frames=2, seed=1)
 
     class Counting:  # counts the native calls the env makes
         def __init__(self, native):
@@ -190,6 +209,7 @@ def test_noop_frames_run_in_one_backend_call(gbx):
             def call(*args, **kw):
                 self.calls.append(name)
                 return fn(*args, **kw)
+
             return call
 
     counting = Counting(e._native)

@@ -1,7 +1,7 @@
 """copy=False: observations and rewards are views of the cpu backend's own buffers; the
 default (copy=True) returns fresh arrays."""
-import numpy as np
 
+import numpy as np
 from conftest import ROM
 
 
@@ -10,8 +10,15 @@ def addr(a):
 
 
 def test_same_buffer_across_steps(gbx):
-    e = gbx.VecEnv(ROM, num_envs=8, obs="vec", frames_per_step=1, release_after_frames=0,
-                   copy=False, reward="v0")
+    e = gbx.VecEnv(
+        ROM,
+        num_envs=8,
+        obs="vec",
+        frames_per_step=1,
+        release_after_frames=0,
+        copy=False,
+        reward="v0",
+    )
     obs, _ = e.reset(seed=0)
     o_addr = addr(obs)
     acts = np.zeros(8, dtype=np.int32)
@@ -26,8 +33,9 @@ def test_same_buffer_across_steps(gbx):
 
 
 def test_dlpack_shares_memory(gbx):
-    e = gbx.VecEnv(ROM, num_envs=4, obs="vec", frames_per_step=1, release_after_frames=0,
-                   copy=False)
+    e = gbx.VecEnv(
+        ROM, num_envs=4, obs="vec", frames_per_step=1, release_after_frames=0, copy=False
+    )
     obs, _ = e.reset(seed=0)
     via = np.from_dlpack(obs)
     assert np.shares_memory(via, e.backend.obs)
@@ -39,8 +47,9 @@ def test_dlpack_shares_memory(gbx):
 
 
 def test_copy_by_default_returns_fresh_arrays(gbx):
-    e = gbx.VecEnv(ROM, num_envs=4, obs="vec", frames_per_step=1, release_after_frames=0,
-                   reward="v0")
+    e = gbx.VecEnv(
+        ROM, num_envs=4, obs="vec", frames_per_step=1, release_after_frames=0, reward="v0"
+    )
     obs, _ = e.reset(seed=0)
     obs1, rew1, *_ = e.step(np.zeros(4, dtype=np.int32))
     obs2, rew2, *_ = e.step(np.zeros(4, dtype=np.int32))
@@ -51,8 +60,9 @@ def test_copy_by_default_returns_fresh_arrays(gbx):
 
 
 def test_view_keeps_the_backend_alive(gbx):
-    e = gbx.VecEnv(ROM, num_envs=2, obs="vec", frames_per_step=1, release_after_frames=0,
-                   copy=False)
+    e = gbx.VecEnv(
+        ROM, num_envs=2, obs="vec", frames_per_step=1, release_after_frames=0, copy=False
+    )
     obs, _ = e.reset(seed=0)
     expected = obs.copy()
     e.close()
@@ -61,8 +71,14 @@ def test_view_keeps_the_backend_alive(gbx):
 
 
 def test_pixels_and_ram_are_views_of_the_output_block(gbx):
-    e = gbx.VecEnv(ROM, num_envs=3, frames_per_step=1, release_after_frames=0,
-                   obs={"pixels": True, "ram": [0xFF44, 0xFF47]}, copy=False)
+    e = gbx.VecEnv(
+        ROM,
+        num_envs=3,
+        frames_per_step=1,
+        release_after_frames=0,
+        obs={"pixels": True, "ram": [0xFF44, 0xFF47]},
+        copy=False,
+    )
     obs, _ = e.reset(seed=0)
     acts = np.zeros(3, dtype=np.int32)
     o1, *_ = e.step(acts)
@@ -79,8 +95,15 @@ def test_pixels_and_ram_are_views_of_the_output_block(gbx):
 
 
 def test_frame_stack_buffer_is_reused(gbx):
-    e = gbx.VecEnv(ROM, num_envs=2, obs="vec", frames_per_step=1, release_after_frames=0,
-                   frame_stack=4, copy=False)
+    e = gbx.VecEnv(
+        ROM,
+        num_envs=2,
+        obs="vec",
+        frames_per_step=1,
+        release_after_frames=0,
+        frame_stack=4,
+        copy=False,
+    )
     obs, _ = e.reset(seed=0)
     o1, *_ = e.step(np.zeros(2, dtype=np.int32))
     assert addr(obs) == addr(o1) and obs.shape == (2, 4, 32)

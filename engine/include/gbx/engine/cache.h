@@ -7,13 +7,12 @@
 // private temp dir and rename() it into place (a lost race is fine); readers never lock.
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "gbx/engine/result.h"
 
@@ -23,12 +22,12 @@ std::string sha256_hex(std::string_view bytes);
 
 // Every input of a compiled module. Any new input must be added here (and so to the key).
 struct CacheKeyInputs {
-  std::string engine_id;      // "gbx-engine/<version>"
-  int abi_version = 0;        // GBX_ABI_VERSION
-  std::string template_hash;  // TemplateBundle::hash()
-  std::string source;         // the full generated source
-  std::string device;         // "cpu" | "cuda"
-  std::string compiler_identity;  // LLVM version+triple+CPU+features | NVRTC version+arch+output
+  std::string engine_id;             // "gbx-engine/<version>"
+  int abi_version = 0;               // GBX_ABI_VERSION
+  std::string template_hash;         // TemplateBundle::hash()
+  std::string source;                // the full generated source
+  std::string device;                // "cpu" | "cuda"
+  std::string compiler_identity;     // LLVM version+triple+CPU+features | NVRTC version+arch+output
   std::vector<std::string> options;  // in the order given to the compiler
   std::vector<std::pair<std::string, std::string>> environment;  // variables the compiler reads
 };

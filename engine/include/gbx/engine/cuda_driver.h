@@ -3,14 +3,13 @@
 // -lcuda, so every binary runs (CPU only) where no NVIDIA driver is installed. The Driver
 // API's types come from GBX's own cuda_api.h (no toolkit needed to build); calling a cu*
 // function directly would fail to link.
-#include "gbx/engine/cuda_api.h"
-
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "gbx/engine/cuda_api.h"
 #include "gbx/engine/result.h"
 
 #ifdef CUDA_API_PER_THREAD_DEFAULT_STREAM

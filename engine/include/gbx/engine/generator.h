@@ -52,7 +52,7 @@ struct GeneratedSource {
   // Further exported functions by role (manifest "extra_entry_points"), e.g.
   // {"read_memory", "gbx_read_memory"}: the engine looks them up without knowing what they do.
   std::map<std::string, std::string> extra_entry_points;
-  std::string file_name;    // "source.cpp" or "source.cu"
+  std::string file_name;  // "source.cpp" or "source.cu"
 };
 
 Result<GeneratedSource> generate(const TemplateBundle& bundle, const SynthParams& params);

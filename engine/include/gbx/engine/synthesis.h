@@ -25,8 +25,8 @@ enum class ObsKind { Vec, Pixels };
 // pixel of each 2x2), packed u8[144][40] (4 pixels a byte, leftmost in the high bits).
 enum class ObsFormat { Full, Half, Packed };
 
-// PPU pixel model (docs/machine/ppu-fifo.md): the scanline renderer (each line drawn at one dot with
-// the registers then in force) or the dot-by-dot pixel FIFO (templates/hw/ppu_fifo.h). A
+// PPU pixel model (docs/machine/ppu-fifo.md): the scanline renderer (each line drawn at one dot
+// with the registers then in force) or the dot-by-dot pixel FIFO (templates/hw/ppu_fifo.h). A
 // kernel contains only the chosen one.
 enum class PpuModel { Line, Fifo };
 

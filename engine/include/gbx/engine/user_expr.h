@@ -37,8 +37,8 @@ constexpr int kBcdMaxBytes = 8;
 // Checks `text` (what = "reward", "done" or "track[i]": the pseudo file name in errors) and
 // returns the C++ to inject. An error names the snippet line and column.
 Result<std::string> prepare_user_expr(const std::string& text, const std::string& what,
-                                      const UserExprView& view, int num_tracked,
-                                      bool allow_tracked, int num_hooks = 0);
+                                      const UserExprView& view, int num_tracked, bool allow_tracked,
+                                      int num_hooks = 0);
 
 // Whether `text` holds the identifier `name` (a whole word): which builtins an expression uses.
 bool expr_names(const std::string& text, const std::string& name);

@@ -11,12 +11,12 @@ namespace gbx {
 
 struct CartHeader {
   std::string title;
-  uint8_t cart_type = 0;   // 0x147
+  uint8_t cart_type = 0;      // 0x147
   uint8_t rom_size_code = 0;  // 0x148
   uint8_t ram_size_code = 0;  // 0x149
   uint8_t header_checksum = 0;
   uint16_t global_checksum = 0;
-  int mbc = 0;             // GBX_MBC_*
+  int mbc = 0;  // GBX_MBC_*
   bool has_ram = false;
   bool has_battery = false;
   bool has_rtc = false;    // MBC3 real-time clock

@@ -17,10 +17,10 @@
 // after the field and holding the env's element (the field's per-env size), then "mem": the
 // env's per-env writable memory (VRAM, WRAM, OAM, I/O, cart RAM, and whatever else the layout
 // holds; with seen() only the machine's part), then, when the kernel uses seen(), "seen": the
-// env's key set (docs/guide/rewards.md). Loading demands the same field names, sizes and order as this build, so a blob
-// from a build with other fields is refused even when both claim the same ABI version.
-// The mgba backend writes its own payload kind (mGBA's serialized core plus the GBX counters);
-// the two kinds are not interchangeable.
+// env's key set (docs/guide/rewards.md). Loading demands the same field names, sizes and order as
+// this build, so a blob from a build with other fields is refused even when both claim the same ABI
+// version. The mgba backend writes its own payload kind (mGBA's serialized core plus the GBX
+// counters); the two kinds are not interchangeable.
 #include <array>
 #include <cstdint>
 #include <string>

@@ -1,4 +1,4 @@
-// The ARROWS micro-game (runtime/src/arrows_rom.cpp): scoring, rounds, the arrow on screen,
+// The ARROWS micro-game (runtime/src/roms/arrows_rom.cpp): scoring, rounds, the arrow on screen,
 // and arrows that depend on press timing. Joypad semantics from Pan Docs "Joypad Input";
 // the kernel takes a step's action at the start of each of its frames.
 #include <doctest/doctest.h>

@@ -1,4 +1,4 @@
-// Scanline renderer: one hand-assembled ROM per PPU feature (runtime/src/ppu_roms.cpp), each
+// Scanline renderer: one hand-assembled ROM per PPU feature (runtime/src/roms/ppu_roms.cpp), each
 // screenshot compared with a golden PNG in tests/data. The goldens are drawn here by small
 // models of what each scene must show per Pan Docs (solid tiles, the arrow tile, object
 // priority rules spelled out case by case), not by the renderer; the test also checks that the

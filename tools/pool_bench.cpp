@@ -4,7 +4,7 @@
 // Times 1 and 2 threads in interleaved rounds at each env count and prints the median ratio.
 // Build: cmake --build build --target pool-bench, or without the project's dependencies (on
 // another machine): g++ -O2 -std=c++17 -pthread -Iruntime/include tools/pool_bench.cpp
-// runtime/src/worker_pool.cpp -o pool-bench
+// runtime/src/backends/worker_pool.cpp -o pool-bench
 // Run:   taskset -c 0,1 pool-bench [work per env and step, default 400000] [rounds, default 10]
 #include <algorithm>
 #include <chrono>

@@ -1,7 +1,7 @@
 """Observation specs: what ``gbx.VecEnv(obs=...)`` returns, and its Gymnasium spaces.
 
 ``obs`` is a string or a dict spec; every array comes from the kernel's one output block
-(``runtime/src/outputs.cpp``), written by the stage epilog after each step:
+(``runtime/src/outputs/outputs.cpp``), written by the stage epilog after each step:
 
 =======================  ==========================  =======================================
 spec key                 per-env array               what
@@ -50,7 +50,7 @@ PIXEL_VALUES = ("shades", "luminance")
 # Shade index -> PyBoy's default palette (pyboy.PyBoy color_palette=(0xFFFFFF, 0x999999,
 # 0x555555, 0x000000)), one channel: what PyBoy users read from screen.ndarray.
 LUMINANCE = np.array([255, 153, 85, 0], dtype=np.uint8)
-# Output-block section each spec key reads (runtime/src/outputs.cpp).
+# Output-block section each spec key reads (runtime/src/outputs/outputs.cpp).
 SECTION = {"vec": "obs_v0", "pixels": "pixels", "ram": "gather"}
 KEYS = ("vec", "pixels", "ram")
 

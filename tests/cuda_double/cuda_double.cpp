@@ -648,8 +648,8 @@ CUresult compile_for_host(const gbx::CacheEntry& entry, const std::string& sha, 
 }
 
 // The host compile (seconds) runs outside the driver lock: a module loaded on one thread (a
-// background tier-up, runtime/src/cuda_backend.cpp) must not stall another thread's launches,
-// as it does not on a GPU. Only the checks and the module list are under the lock.
+// background tier-up, runtime/src/backends/cuda_tier_up.cpp) must not stall another thread's
+// launches, as it does not on a GPU. Only the checks and the module list are under the lock.
 CUresult load_module(CUmodule* out, const void* image) {
   {
     std::lock_guard<std::recursive_mutex> lock(st().mu);

@@ -24,7 +24,7 @@ struct CpuState {
   uint8_t trap_opcode = 0;
 };
 
-// Battery-backed cartridge contents, what a .sav file holds (runtime/src/battery_file.cpp).
+// Battery-backed cartridge contents, what a .sav file holds (runtime/src/states/battery_file.cpp).
 struct BatterySave {
   std::vector<uint8_t> ram;  // cartridge RAM, the header's size (MBC2: 512 half-bytes)
   bool has_rtc = false;      // MBC3 clock: S M H DL DH, counting and latched

@@ -166,7 +166,7 @@ class CudaBackend : public Backend {
   EnvState probe_;
   uint32_t seen_bytes_ = 0;  // the seen() set's bytes per env (0: no expression uses it)
 
-  // ---- ROM specialization (cuda_backend.cpp, "ROM specialization") ------------------------
+  // ---- ROM specialization (runtime/src/backends/cuda_tier_up.cpp) ----------------------
   // The plan is for this ROM; auto needs dmg, frames and no plan of its own.
   static Status check_specialize(const Rom& rom, const BackendConfig& cfg);
   // The first kernel's synthesis: the profiling interpreter under auto.

@@ -12,31 +12,6 @@ Result<std::unique_ptr<Backend>> make_mgba_backend(const Rom&, const BackendConf
 }  // namespace gbx
 #else
 
-#include "gbx/engine/cache.h"
-#include "gbx/runtime/env_state.h"
-#include "gbx/runtime/save_state.h"
-#include "gbx/runtime/worker_pool.h"
-
-// clang-format off
-// mGBA's struct layouts depend on its build flags: flags.h must come before any other mGBA
-// header, or struct GB / struct mCore would not match the library.
-#include <mgba/flags.h>
-// clang-format on
-
-#include <mgba-util/vfs.h>
-#include <mgba/core/config.h>
-#include <mgba/core/core.h>
-#include <mgba/core/log.h>
-#include <mgba/core/timing.h>
-#include <mgba/core/version.h>
-#include <mgba/gb/core.h>
-#include <mgba/gb/interface.h>
-#include <mgba/internal/gb/gb.h>
-#include <mgba/internal/gb/io.h>
-#include <mgba/internal/gb/memory.h>
-#include <mgba/internal/gb/video.h>
-#include <mgba/internal/sm83/sm83.h>
-
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -50,293 +25,27 @@ Result<std::unique_ptr<Backend>> make_mgba_backend(const Rom&, const BackendConf
 #include <thread>
 #include <type_traits>
 
-#include "gbx_abi.h"
+#include "gbx/engine/cache.h"
+#include "gbx/runtime/env_state.h"
+#include "gbx/runtime/save_state.h"
+#include "gbx/runtime/worker_pool.h"
+#include "mgba_env.h"
 
 namespace gbx {
 
 constexpr size_t kMgbaCoreBytes = 190u * 1024u;
-namespace {
 
-// The stepping loop below leans on how Debian's libmgba 0.10.1 runs a halted SM83 (see
-// run_unit); these offsets were read from that build's GBProcessEvents/GBHalt machine code.
-// A different mGBA needs that loop re-checked, not just a rebuild.
-static_assert(offsetof(struct GB, memory) + offsetof(struct GBMemory, ime) == 0x234);
-static_assert(offsetof(struct GB, memory) + offsetof(struct GBMemory, ie) == 0x235);
-static_assert(offsetof(struct GB, timing) + offsetof(struct mTiming, globalCycles) == 0x938);
-static_assert(offsetof(struct GB, cpuBlocked) == 0x9F0);
-static_assert(offsetof(struct GB, earlyExit) == 0x9F1);
-static_assert(offsetof(struct SM83Core, cycles) == 0x14);
-static_assert(offsetof(struct SM83Core, executionState) == 0x1C);
-static_assert(offsetof(struct SM83Core, halted) == 0x20);
-
-constexpr int kFrameCycles = 70224;
-// The GB core's mTiming counts 2 units per T-cycle in single speed (DMG has no other).
-constexpr int64_t kUnitsPerCycle = 2;
-constexpr int64_t kFrameUnits = kFrameCycles * kUnitsPerCycle;
-constexpr int kObsDim = 32;
-
-// mGBA logs through one process-wide default logger; it is installed once and prints only
-// while some backend was created verbose.
-std::atomic<bool> g_verbose{false};
-
-void log_to_stderr(struct mLogger*, int category, enum mLogLevel level, const char* format,
-                   va_list args) {
-  if (!g_verbose.load(std::memory_order_relaxed)) return;
-  // Game errors and stubs fire per instruction in some ROMs; debug levels would drown stderr.
-  if (level & (mLOG_DEBUG | mLOG_STUB)) return;
-  char line[512];
-  std::vsnprintf(line, sizeof line, format, args);
-  std::fprintf(stderr, "mgba %s: %s\n", mLogCategoryName(category), line);
-}
-
-struct mLogger g_logger = {log_to_stderr, nullptr};
-
-void install_logger(bool verbose) {
-  static std::once_flag once;
-  std::call_once(once, [] { mLogSetDefaultLogger(&g_logger); });
-  if (verbose) g_verbose.store(true, std::memory_order_relaxed);
-}
-
-bool is_illegal_opcode(uint8_t op) {
-  switch (op) {
-    case 0xD3:
-    case 0xDB:
-    case 0xDD:
-    case 0xE3:
-    case 0xE4:
-    case 0xEB:
-    case 0xEC:
-    case 0xED:
-    case 0xF4:
-    case 0xFC:
-    case 0xFD:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// Opcode fetch points: a plain fetch, or the re-fetch of the HALT bug.
-bool at_instruction_boundary(const SM83Core* cpu) {
-  return cpu->executionState == SM83_CORE_FETCH || cpu->executionState == SM83_CORE_HALT_BUG;
-}
-
-enum class Unit { Instruction, Dispatch, HaltSlice, Trap };
-
-struct MgbaEnv;
-
-constexpr size_t kVideoStride = 256;  // mGBA's widest GB picture (SGB border), in pixels
-
-// Shade (0-3) of one of mGBA's DMG output colours (its default palette is four greys).
-uint8_t shade_of_color(color_t c) {
-  const unsigned grey = ((c & 0xFF) + ((c >> 8) & 0xFF) + ((c >> 16) & 0xFF)) / 3;
-  return grey >= 0xD5 ? 0 : grey >= 0x80 ? 1 : grey >= 0x2B ? 2 : 3;
-}
-
-void frame_ended(void* context);
-
-// A link-port "driver" that only listens: mGBA tells drivers about every SB/SC write and
-// schedules the transfer itself either way, so attaching it changes no timing.
-struct SerialTap {
-  struct GBSIODriver driver;  // first member: mGBA hands back &driver
-  MgbaEnv* env;
-};
-
-struct MgbaEnv {
-  struct mCore* core = nullptr;
-  struct GB* gb = nullptr;
-  struct SM83Core* cpu = nullptr;
-  SerialTap tap{};
-  struct mTimingEvent deadline {};
-
-  int64_t mgba_mark = 0;    // mGBA time (units) at the last accounting point
-  int64_t units = 0;        // timing units since reset
-  int64_t frame_units = 0;  // units into the current frame, overshoot carried
-  int64_t frames = 0;
-  int64_t instr = 0;
-  int32_t action = 0;
-  std::string serial;
-  uint8_t trap_kind = GBX_TRAP_NONE;
-  uint16_t trap_pc = 0;
-  uint8_t trap_opcode = 0;
-  MgbaStepKind last_kind = MgbaStepKind::Instruction;
-
-  // With BackendConfig::render: mGBA's software renderer draws into `video` (one row of
-  // kVideoStride pixels per line, written as lines are drawn); at each frame end (VBlank
-  // start, mGBA's videoFrameEnded) the frame is copied to `screen` as shades, so `screen` is
-  // the last complete frame as GBX's front buffer is.
-  std::vector<color_t> video;
-  std::vector<uint8_t> screen;
-  bool screen_blank = false;  // `screen` cleared for an LCD that is off
-  struct mCoreCallbacks frame_callbacks {};
-
-  MgbaEnv() = default;
-  MgbaEnv(const MgbaEnv&) = delete;
-  MgbaEnv& operator=(const MgbaEnv&) = delete;
-  ~MgbaEnv() {
-    if (!core) return;
-    mCoreConfigDeinit(&core->config);
-    core->deinit(core);  // frees core, its GB and SM83Core, and closes the ROM's VFile
-  }
-
-  // Elapsed time as mGBA counts it. GBProcessEvents adds every batch of CPU cycles it hands
-  // to mTimingTick to timing.globalCycles (USE_DEBUGGERS is on in this build) and restarts
-  // cpu->cycles from 0, so globalCycles + cycles grows by exactly the units each M-cycle
-  // and each halted wait consumed, however events split them. (mTimingCurrentTime() is
-  // masterCycles + cycles; adding it to globalCycles counts processed time twice, and
-  // masterCycles alone is 32-bit and wraps after ~30000 frames.)
-  int64_t mgba_time() const { return static_cast<int64_t>(gb->timing.globalCycles) + cpu->cycles; }
-
-  // Folds the time since the last mark into the counters; the frame rule wraps here.
-  void account() {
-    int64_t now = mgba_time();
-    // mGBA moves a halted CPU's clock to its next event before running it. Nothing happens
-    // in between, so the state at the frame end is the current one: a frame that ends in
-    // HALT ends exactly at 70224, and the rest of the jump counts in the next frame.
-    if (cpu->halted) now = std::min(now, mgba_mark + (kFrameUnits - frame_units));
-    units += now - mgba_mark;
-    frame_units += now - mgba_mark;
-    mgba_mark = now;
-    while (frame_units >= kFrameUnits) {
-      frame_units -= kFrameUnits;
-      ++frames;
-    }
-  }
-
-  // Side-effect-free byte of the bus view.
-  uint8_t peek(uint16_t addr) {
-    if (addr >= GB_BASE_OAM && addr < GB_BASE_UNUSABLE) return gb->video.oam.raw[addr & 0xFF];
-    if (addr == GB_BASE_IO + GB_REG_JOYP) {
-      // GBIORead recomputes JOYP into io[] and may raise the joypad interrupt: put back
-      // everything that path can touch.
-      const uint8_t joyp = gb->memory.io[GB_REG_JOYP];
-      const uint8_t iflag = gb->memory.io[GB_REG_IF];
-      const bool halted = cpu->halted;
-      const bool pending = cpu->irqPending;
-      const uint8_t value = GBView8(cpu, addr, -1);
-      gb->memory.io[GB_REG_JOYP] = joyp;
-      gb->memory.io[GB_REG_IF] = iflag;
-      cpu->halted = halted;
-      cpu->irqPending = pending;
-      return value;
-    }
-    return GBView8(cpu, addr, -1);
-  }
-
-  // Brings mGBA's state up to the current time: every event due at or before now has run,
-  // so I/O registers read back as of this instruction boundary. It is exactly what the next
-  // SM83Tick would do first, so the emulation does not change. Not while halted: there
-  // GBProcessEvents would move the CPU on to its next event.
-  void flush_events() {
-    if (!cpu->halted && cpu->cycles >= cpu->nextEvent) cpu->irqh.processEvents(cpu);
-  }
-
-  // Runs one unit: an instruction, an interrupt dispatch, or a stretch of HALT.
-  Unit run_unit() {
-    if (trap_kind != GBX_TRAP_NONE) return Unit::Trap;
-    Unit kind = Unit::Instruction;
-    // A halted SM83 advances only through GBProcessEvents, which moves it from event to
-    // event. SM83Tick is never called while halted: in 0.10.1 it re-runs processEvents
-    // until the CPU wakes, forever if it never does (HALT with IE=0). With IME=1 and IE!=0,
-    // GBProcessEvents itself loops until an interrupt wakes the CPU, so a deadline event at
-    // the frame end sets earlyExit to hand control back. The deadline exists only then, to
-    // leave mGBA's event sequence otherwise untouched.
-    while (cpu->halted || cpu->cycles >= cpu->nextEvent) {
-      const bool arm = cpu->halted && gb->memory.ime && gb->memory.ie;
-      if (arm) {
-        const int64_t left = std::max<int64_t>(kFrameUnits - frame_units, kUnitsPerCycle);
-        mTimingDeschedule(&gb->timing, &deadline);
-        mTimingSchedule(&gb->timing, &deadline, static_cast<int32_t>(left));
-      }
-      cpu->irqh.processEvents(cpu);
-      if (arm) mTimingDeschedule(&gb->timing, &deadline);
-      if (cpu->halted) {
-        kind = Unit::HaltSlice;
-        break;
-      }
-    }
-    if (kind != Unit::HaltSlice) {
-      // Here cycles < nextEvent, so the first SM83Tick goes straight to the fetch, where
-      // _SM83Step dispatches if irqPending is set and fetches the opcode otherwise.
-      if (cpu->irqPending) {
-        kind = Unit::Dispatch;
-      } else {
-        const uint8_t op = peek(cpu->pc);
-        if (is_illegal_opcode(op)) {
-          trap_kind = GBX_TRAP_ILLEGAL_OPCODE;
-          trap_pc = cpu->pc;
-          trap_opcode = op;
-          return Unit::Trap;
-        }
-      }
-      // One tick per M-cycle until the next fetch. A HALT-bug HALT ends at the re-fetch,
-      // which then runs as its own instruction (core->step would run both at once). A HALT
-      // that halts ends the unit at once: GBHalt may leave executionState short of FETCH
-      // (when the next event is not on the M-cycle grid, e.g. a serial bit), and only
-      // GBProcessEvents brings it back; another SM83Tick here would never return.
-      do {
-        SM83Tick(cpu);
-      } while (!cpu->halted && !at_instruction_boundary(cpu));
-      if (kind == Unit::Instruction) ++instr;
-      flush_events();
-    }
-    // The LCD off blanks the screen (Pan Docs "LCDC.7"), and GBX's front buffer with it;
-    // mGBA's buffer keeps the last frame, so the adapter blanks its copy, until the next
-    // frame mGBA finishes.
-    if (!screen.empty() && !screen_blank && !(gb->memory.io[GB_REG_LCDC] & 0x80)) {
-      std::fill(screen.begin(), screen.end(), 0);
-      screen_blank = true;
-    }
-    account();
-    return kind;
-  }
-
-  void run_frame() {
-    const int64_t target = frames + 1;
-    while (frames < target && trap_kind == GBX_TRAP_NONE) run_unit();
-  }
-
-  void step_instruction() {
-    Unit u;
-    do {
-      u = run_unit();
-    } while (u == Unit::Dispatch);
-    last_kind = u == Unit::Instruction ? MgbaStepKind::Instruction
-                : u == Unit::HaltSlice ? MgbaStepKind::Halted
-                                       : MgbaStepKind::Trapped;
-  }
-
-  void set_keys(int32_t a) {
-    action = a;
-    core->setKeys(core, static_cast<uint32_t>(a) & 0xFF);
-  }
-
-  void clear_counters() {
-    mgba_mark = mgba_time();
-    units = frame_units = frames = instr = 0;
-    serial.clear();
-    trap_kind = GBX_TRAP_NONE;
-    trap_pc = 0;
-    trap_opcode = 0;
-    last_kind = MgbaStepKind::Instruction;
-  }
-};
-
-bool tap_init(struct GBSIODriver*) { return true; }
-void tap_deinit(struct GBSIODriver*) {}
-void tap_write_sb(struct GBSIODriver*, uint8_t) {}
-uint8_t tap_write_sc(struct GBSIODriver* driver, uint8_t value) {
-  MgbaEnv* env = reinterpret_cast<SerialTap*>(driver)->env;
-  if ((value & 0x81) == 0x81 && env->serial.size() < GBX_SERIAL_CAPACITY)
-    env->serial.push_back(static_cast<char>(env->gb->memory.io[GB_REG_SB]));
-  return value;
-}
-
-void deadline_reached(struct mTiming*, void* context, uint32_t) {
-  static_cast<struct GB*>(context)->earlyExit = true;
-}
-
-}  // namespace
+using mgba_detail::deadline_reached;
+using mgba_detail::frame_ended;
+using mgba_detail::install_logger;
+using mgba_detail::kObsDim;
+using mgba_detail::kUnitsPerCycle;
+using mgba_detail::kVideoStride;
+using mgba_detail::MgbaEnv;
+using mgba_detail::tap_deinit;
+using mgba_detail::tap_init;
+using mgba_detail::tap_write_sb;
+using mgba_detail::tap_write_sc;
 
 // One env's state as read from an mgba blob, checked against the core it will go into.
 struct MgbaSnapshot {
@@ -349,16 +58,6 @@ struct MgbaSnapshot {
   int32_t sio_bits = 0, sio_period = 0, sio_next = 0, sio_until = 0;
   uint8_t sio_pending_sb = 0, sio_scheduled = 0;
 };
-
-namespace {
-void frame_ended(void* context) {
-  MgbaEnv& e = *static_cast<MgbaEnv*>(context);
-  for (int y = 0; y < GBX_SCREEN_H; ++y)
-    for (int x = 0; x < GBX_SCREEN_W; ++x)
-      e.screen[(size_t)y * GBX_SCREEN_W + x] = shade_of_color(e.video[y * kVideoStride + x]);
-  e.screen_blank = false;
-}
-}  // namespace
 
 struct MgbaBackend::Impl {
   BackendConfig cfg;

@@ -69,9 +69,9 @@ std::string shell_quote(const std::string& s) {
 // __FILE__ names the tree without a build-time definition; a binary run from inside some
 // other checkout falls back to the tree around the executable.
 std::string find_source_dir() {
-  const fs::path here = fs::path(__FILE__).parent_path().parent_path().parent_path();
+  const fs::path here = fs::path(__FILE__).parent_path().parent_path().parent_path().parent_path();
   std::error_code ec;
-  if (here.is_absolute() && fs::exists(here / "runtime" / "src" / "system_info.cpp", ec))
+  if (here.is_absolute() && fs::exists(here / "runtime" / "src" / "bench" / "system_info.cpp", ec))
     return here.string();
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return {};
@@ -79,7 +79,7 @@ std::string find_source_dir() {
   if (run_capture(
           "git -C " + shell_quote(exe.parent_path().string()) + " rev-parse --show-toplevel",
           &top) &&
-      fs::exists(fs::path(top) / "runtime" / "src" / "system_info.cpp", ec))
+      fs::exists(fs::path(top) / "runtime" / "src" / "bench" / "system_info.cpp", ec))
     return top;
   return {};
 }

@@ -1,10 +1,9 @@
-#include "gbx/runtime/specialize.h"
-
 #include <fstream>
 #include <random>
 #include <sstream>
 
 #include "gbx/runtime/cpu_backend.h"
+#include "gbx/runtime/specialize.h"
 
 namespace gbx {
 

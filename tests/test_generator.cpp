@@ -172,6 +172,60 @@ TEST_CASE("generator errors: unknown operand value, undeclared placeholder, miss
   }
 }
 
+namespace {
+
+// The control-flow classification the specializer made from family names before the roles
+// were declared in templates/sm83/families.tsv: the declared roles must reproduce it.
+FlowRole role_by_family_name(const std::string& f) {
+  if (f == "jr" || f == "jp" || f == "jp_hl" || f == "ret" || f == "reti" || f == "rst" ||
+      f == "call")
+    return FlowRole::Jump;
+  if (f == "jr_cc" || f == "jp_cc" || f == "call_cc" || f == "ret_cc") return FlowRole::Branch;
+  if (f == "ei" || f == "di") return FlowRole::EndAfter;
+  if (f == "halt" || f == "stop" || f == "illegal") return FlowRole::Excluded;
+  return FlowRole::Plain;
+}
+
+}  // namespace
+
+TEST_CASE("every opcode's declared control-flow role is the one its family name gave") {
+  const auto bundle = load_bundle();
+  int transfers = 0;
+  for (const auto& e : bundle.opcodes()) {
+    INFO((e.cb ? "cb " : "base ") << e.code << " " << e.mnemonic << " (" << e.family << ")");
+    CHECK(std::string(to_string(e.role)) == to_string(role_by_family_name(e.family)));
+    if (e.role == FlowRole::Jump || e.role == FlowRole::Branch) ++transfers;
+  }
+  // JR, JP, JP HL, CALL, RET, RETI; RST x8; the 4 conditions of JR, JP, CALL and RET.
+  CHECK(transfers == 6 + 8 + 16);
+}
+
+TEST_CASE("a family without a declared control-flow role is a template error") {
+  struct Break {
+    const char* file;
+    const char* from;
+    const char* to;
+    const char* error;  // part of the load error
+  };
+  const Break breaks[] = {
+      {"sm83/families.tsv", "jr_cc\tbranch\n", "",
+       "base opcode 20 (JR NZ,e8): family jr_cc has no control-flow role: declare it in "
+       "templates/sm83/families.tsv"},
+      // A new family in the opcode table, with no role.
+      {"sm83/opcodes.tsv", "\tjp_hl\t", "\tjp_hl2\t", "family jp_hl2 has no control-flow role"},
+      {"sm83/families.tsv", "jr_cc\tbranch\n", "jr_cc\tloop\n", "unknown role 'loop'"},
+      {"manifest.json", "\"family_roles\"", "\"family_roles_x\"", "names no family_roles"},
+  };
+  for (const Break& b : breaks) {
+    CAPTURE(b.error);
+    TemplateCopy t;
+    t.replace(b.file, b.from, b.to);
+    auto bundle = TemplateBundle::load(t.root);
+    REQUIRE_FALSE(bundle.ok());
+    CHECK(bundle.error().message.find(b.error) != std::string::npos);
+  }
+}
+
 TEST_CASE("a broken template snippet gives a clang error naming the template file and line") {
   TemplateCopy t;
   t.replace("sm83/family/daa.tmpl", "cpu.a = (u8)a;", "cpu.a = (u8)a +;");

@@ -20,6 +20,14 @@ void register_bench(CLI::App& app, Commands& cmds);      // cmd_bench.cpp (bench
 void register_cuda_info(CLI::App& app, Commands& cmds);  // cmd_cuda_info.cpp
 void register_testrom(CLI::App& app, Commands& cmds);    // cmd_testrom.cpp
 
+// gbx-synth (synth_*.cpp; their shared helpers: synth_common.h)
+void register_emit(CLI::App& app, Commands& cmds);
+void register_profile(CLI::App& app, Commands& cmds);
+void register_compile(CLI::App& app, Commands& cmds);
+void register_cache(CLI::App& app, Commands& cmds);  // cache list / show / path / clear
+void register_table(CLI::App& app, Commands& cmds);
+void register_export(CLI::App& app, Commands& cmds);
+
 // Runs the chosen subcommand; a command-line error is one stderr line and exit code 2.
 inline int dispatch(CLI::App& app, Commands& cmds, int argc, char** argv) {
   try {

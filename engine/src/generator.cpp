@@ -16,6 +16,7 @@
 
 #include "gbx/engine/specialize.h"
 #include "gbx/engine/user_expr.h"
+#include "spec_blocks.h"
 
 namespace gbx {
 namespace {
@@ -39,10 +40,6 @@ std::string find_placeholder(const std::string& text) {
 std::string upper(std::string s) {
   for (char& c : s) c = (char)std::toupper((unsigned char)c);
   return s;
-}
-
-std::string line_directive(int line, const std::string& rel) {
-  return "#line " + std::to_string(line) + " \"templates/" + rel + "\"\n";
 }
 
 std::vector<std::string> lines_of(const std::string& text) {
@@ -346,269 +343,19 @@ class Generator {
     return out;
   }
 
-  // One instruction of a specialized block: the opcode fetch charged with the next PC as a
-  // constant, the family body with its immediate fetch replaced by the constant, a comment
-  // with bank:address, bytes and disassembly, and #line back to the family template.
-  Result<std::string> spec_instruction(const SpecInstr& in, uint32_t bank) {
-    char head[160];
-    char bytes[16];
-    if (in.length == 1)
-      std::snprintf(bytes, sizeof bytes, "%02X", in.bytes[0]);
-    else if (in.length == 2)
-      std::snprintf(bytes, sizeof bytes, "%02X %02X", in.bytes[0], in.bytes[1]);
-    else
-      std::snprintf(bytes, sizeof bytes, "%02X %02X %02X", in.bytes[0], in.bytes[1], in.bytes[2]);
-    std::snprintf(head, sizeof head, "  // %02X:%04X  %-9s %s\n", bank, in.addr, bytes,
-                  spec_disassemble(in).c_str());
-    std::string out = head;
-    char fetch[64];
-    std::snprintf(fetch, sizeof fetch, "    spec_fetch(cpu, bus, 0x%04X);\n",
-                  (unsigned)((in.addr + 1u) & 0xFFFFu));
-    out += "  {\n";
-    // Hooks: counted where the interpreter counts them, before the opcode fetch.
-    for (size_t i = 0; i < params_.hooks.size(); ++i) {
-      const HookAddr& h = params_.hooks[i];
-      if (h.addr == in.addr && (h.bank < 0 || (uint32_t)h.bank == bank))
-        out += "    ++bus.m.hook_hits[" + std::to_string(i) + "];\n";
-    }
-    out += fetch;
-    const OpcodeEntry& e = in.cb ? *in.cb : *in.op;
-    auto body = expand_body(e);
-    if (!body) return body.take_error();
-    if (in.cb) {
-      char cbf[64];
-      std::snprintf(cbf, sizeof cbf, "    spec_imm8(cpu, bus, 0x%02X);\n", in.bytes[1]);
-      out += cbf;
-    }
-    out += line_directive(body.value().family->body_line, body.value().family->path);
-    int immediates = 0;
-    for (std::string line : body.value().lines) {
-      for (const char* call : {"fetch8(cpu, bus)", "fetch16(cpu, bus)"}) {
-        for (size_t pos = line.find(call); pos != std::string::npos; pos = line.find(call, pos)) {
-          if (pos > 0 && (std::isalnum((unsigned char)line[pos - 1]) || line[pos - 1] == '_')) {
-            ++pos;
-            continue;
-          }
-          char imm[64];
-          if (call[5] == '8')
-            std::snprintf(imm, sizeof imm, "spec_imm8(cpu, bus, 0x%02X)", in.bytes[1]);
-          else
-            std::snprintf(imm, sizeof imm, "spec_imm16(cpu, bus, 0x%04X)",
-                          (unsigned)(in.bytes[1] | (in.bytes[2] << 8)));
-          line.replace(pos, std::strlen(call), imm);
-          pos += std::strlen(imm);
-          ++immediates;
-        }
-      }
-      out += line.empty() ? "\n" : "    " + line + "\n";
-    }
-    const int expected = in.cb ? 0 : in.length - 1 > 0 ? 1 : 0;
-    if (immediates != expected)
-      return err("templates/" + body.value().family->path + ": " + e.mnemonic + " fetches " +
-                 std::to_string(immediates) + " immediates, its length says " +
-                 std::to_string(expected) + " (specialized blocks need one fetch8/fetch16)");
-    out += "  }\n";
-    return out;
-  }
-
   Result<std::string> specialized_blocks(const SpecPlan& plan) {
     const std::string helpers = manifest_.value("specialized_helpers", std::string());
     if (helpers.empty()) return err("templates/manifest.json names no specialized_helpers");
     auto inc = include_file(helpers);
     if (!inc) return inc.take_error();
-    std::string out = inc.value();
-    out += "#line 1 \"<specialized>\"\n";
-    out += "// ROM sha256 " + plan.rom_sha256 + ", hot set " + plan.profile_hash.substr(0, 16) +
-           ": " + std::to_string(plan.blocks.size()) + " blocks\n";
-    // A kernel built for one ROM refuses any other (the runtime also checks the SHA-256).
-    char buf[256];
-    std::snprintf(buf, sizeof buf,
-                  "GBX_FN bool spec_rom_matches(const GbxParams& p) {\n"
-                  "  if (p.rom_size != %zuu) return false;\n"
-                  "  const u8 header[0x50] = {",
-                  plan.rom.size());
-    out += buf;
-    for (size_t i = 0x100; i < 0x150; ++i) {
-      std::snprintf(buf, sizeof buf, "%s0x%02X", i == 0x100 ? "" : ",",
-                    i < plan.rom.size() ? plan.rom[i] : 0);
-      out += buf;
-    }
-    out +=
-        "};\n  for (u32 i = 0; i < 0x50u; ++i)\n"
-        "    if (p.rom[0x100u + i] != header[i]) return false;\n  return true;\n}\n\n";
-
-    // Blocks, then the direct jumps between them (chains), then functions: blocks joined by
-    // chains share one function so a chain is a goto; anything else returns to the
-    // interpreter, which dispatches the next block itself.
-    struct Blk {
-      size_t index = 0;  // in plan.blocks
-      uint32_t bank = 0;
-      uint16_t addr = 0;
-      std::vector<SpecInstr> instrs;
-      int worst = 0;             // T-cycles up to the block's last instruction boundary inside it
-      std::vector<size_t> next;  // chain targets (indices into blks)
-      size_t fn = 0;
-    };
-    std::vector<Blk> blks;
-    std::map<std::pair<uint32_t, uint16_t>, size_t> at;  // (bank, addr) -> blks index
-    for (size_t bi = 0; bi < plan.blocks.size(); ++bi) {
-      const SpecBlock& b = plan.blocks[bi];
-      Blk k;
-      k.index = bi;
-      k.bank = b.bank;
-      k.addr = b.addr;
-      k.instrs =
-          spec_decode_block(bundle_.opcodes(), plan.rom, b.bank, b.addr, (int)b.instructions);
-      if (k.instrs.empty()) continue;
-      for (size_t i = 0; i + 1 < k.instrs.size(); ++i) k.worst += k.instrs[i].cycles;
-      at[{k.bank, k.addr}] = blks.size();
-      blks.push_back(std::move(k));
-    }
-    // A chain follows the last instruction's static target (JR, JP, CALL, RST; taken or not)
-    // or its fall-through, to a block of the same bank window (a block in the other window
-    // needs its bank checked at run time, as the dispatch does: left to the interpreter). RET,
-    // RETI, JP HL, EI and DI end with no chain: their targets are data, or IME changes.
-    for (Blk& k : blks) {
-      const SpecInstr& last = k.instrs.back();
-      const std::string& f = last.op->family;
-      std::vector<uint32_t> targets;
-      const uint32_t fall = (uint32_t)(last.addr + last.length) & 0xFFFFu;
-      if (f == "jr" || f == "jr_cc")
-        targets.push_back((uint32_t)(last.addr + last.length + (int8_t)last.bytes[1]) & 0xFFFFu);
-      else if (f == "jp" || f == "jp_cc" || f == "call" || f == "call_cc")
-        targets.push_back((uint32_t)last.bytes[1] | ((uint32_t)last.bytes[2] << 8));
-      else if (f == "rst")
-        targets.push_back(last.bytes[0] & 0x38u);
-      if (f == "jr_cc" || f == "jp_cc" || f == "call_cc" || f == "ret_cc")
-        targets.push_back(fall);
-      else if (targets.empty() && f != "ret" && f != "reti" && f != "jp_hl" && f != "ei" &&
-               f != "di")
-        targets.push_back(fall);
-      for (uint32_t t : targets) {
-        if (t >= 0x8000u || (t < 0x4000u) != (k.addr < 0x4000u)) continue;
-        auto it = at.find({k.bank, (uint16_t)t});
-        if (it != at.end() && std::find(k.next.begin(), k.next.end(), it->second) == k.next.end())
-          k.next.push_back(it->second);
-      }
-    }
-    // Functions: union of chained blocks, hottest chains first, capped so no function grows
-    // past what compiles quickly.
-    constexpr size_t kMaxFnInstructions = 256;
-    std::vector<size_t> root(blks.size()), size(blks.size());
-    for (size_t i = 0; i < blks.size(); ++i) {
-      root[i] = i;
-      size[i] = blks[i].instrs.size();
-    }
-    auto find = [&](size_t i) {
-      while (root[i] != i) i = root[i] = root[root[i]];
-      return i;
-    };
-    std::vector<std::pair<size_t, size_t>> edges;
-    for (size_t i = 0; i < blks.size(); ++i)
-      for (size_t j : blks[i].next) edges.emplace_back(i, j);
-    std::stable_sort(edges.begin(), edges.end(), [&](const auto& x, const auto& y) {
-      return plan.blocks[blks[x.first].index].count > plan.blocks[blks[y.first].index].count;
-    });
-    for (const auto& [i, j] : edges) {
-      const size_t a = find(i), b = find(j);
-      if (a == b || size[a] + size[b] > kMaxFnInstructions) continue;
-      root[b] = a;
-      size[a] += size[b];
-    }
-    std::map<size_t, std::vector<size_t>> fns;  // root -> members, in (bank, addr) order
-    for (size_t i = 0; i < blks.size(); ++i) fns[find(i)].push_back(i);
-    std::vector<size_t> entry_of(blks.size());  // a block's entry number in its function
-    size_t fn_no = 0;
-    for (auto& [r, members] : fns) {
-      for (size_t e = 0; e < members.size(); ++e) {
-        blks[members[e]].fn = fn_no;
-        entry_of[members[e]] = e;
-      }
-      ++fn_no;
-    }
-
-    fn_no = 0;
-    for (auto& [r, members] : fns) {
-      std::snprintf(buf, sizeof buf,
-                    "GBX_NOINLINE u32 spec_fn_%zu(u32 entry, Cpu& io, Machine& m, i64 room) {\n"
-                    "  Cpu cpu = io;\n"
-                    "  SpecBus bus = {m, m.mem, m.rom0, m.romx, m.cycles, false};\n"
-                    "  const i64 limit = bus.cycles + room;\n"
-                    "  u32 n = 0;\n",
-                    fn_no);
-      out += buf;
-      out += "  switch (entry) {\n";
-      for (size_t e = 0; e < members.size(); ++e) {
-        std::snprintf(buf, sizeof buf, "    case %zu: goto block_%zu;\n", e,
-                      blks[members[e]].index);
-        out += buf;
-      }
-      out += "  }\n  (void)limit;\n";
-      for (size_t mi : members) {
-        const Blk& k = blks[mi];
-        const SpecBlock& b = plan.blocks[k.index];
-        std::snprintf(buf, sizeof buf,
-                      "// block %zu: %02X:%04X, %zu instructions, %d T before its last, profiled "
-                      "%llu entries\n"
-                      "block_%zu:\n",
-                      k.index, b.bank, b.addr, k.instrs.size(), k.worst,
-                      (unsigned long long)b.count, k.index);
-        out += buf;
-        for (size_t i = 0; i < k.instrs.size(); ++i) {
-          auto ins = spec_instruction(k.instrs[i], b.bank);
-          if (!ins) return ins.take_error();
-          out += ins.value();
-          out += "#line 1 \"<specialized>\"\n";
-          out += "  ++n;\n";
-          out += "  if (GBX_UNLIKELY(bus.left)) goto done;\n";
-        }
-        // A chain runs the next block only when its last instruction, too, starts before the
-        // next event or frame end: the rule the dispatch applies (room > worst).
-        for (size_t t : k.next) {
-          if (blks[t].fn != k.fn) continue;
-          std::snprintf(buf, sizeof buf,
-                        "  if (cpu.pc == 0x%04X && bus.cycles + %d < limit) goto block_%zu;\n",
-                        blks[t].addr, blks[t].worst, blks[t].index);
-          out += buf;
-        }
-        out += "  goto done;\n";
-      }
-      out += "done:\n  m.cycles = bus.cycles;\n  io = cpu;\n  return n;\n}\n\n";
-      ++fn_no;
-    }
-
-    std::vector<std::string> cases(0x8000);
-    std::vector<uint16_t> slot(0x8000, 0);
-    int slots = 0;
-    for (size_t i = 0; i < blks.size(); ++i) {
-      const Blk& k = blks[i];
-      if (!slot[k.addr]) slot[k.addr] = (uint16_t)++slots;
-      const char* window = k.addr < 0x4000u ? "rom0" : "romx";
-      std::snprintf(buf, sizeof buf,
-                    "      if (room > %d && bus.%s == bus.rom + 0x%llXu) return spec_fn_%zu(%zu, "
-                    "cpu, bus, room);  // block %zu\n",
-                    k.worst, window, (unsigned long long)k.bank * 0x4000ull, k.fn, entry_of[i],
-                    k.index);
-      cases[k.addr] += buf;
-    }
-    // The dispatch: block slot by address, then the bank the block was profiled in and
-    // room before the next event; 0 = nothing ran, the interpreter takes the instruction.
-    out += "GBX_SPEC_TABLE u16 gbx_spec_slot[0x8000] = {\n";
-    for (size_t a = 0; a < 0x8000; a += 32) {
-      for (size_t i = a; i < a + 32; ++i) out += std::to_string(slot[i]) + ",";
-      out += "\n";
-    }
-    out += "};\n\n";
-    out +=
-        "GBX_NOINLINE u32 spec_run(u32 slot, Cpu& cpu, Machine& bus, i64 room) {\n"
-        "  switch (slot) {\n";
-    for (size_t a = 0; a < 0x8000; ++a) {
-      if (!slot[a]) continue;
-      std::snprintf(buf, sizeof buf, "    case %u: {  // %04zX\n", slot[a], a);
-      out += buf + cases[a] + "      return 0;\n    }\n";
-    }
-    out += "  }\n  return 0;\n}\n";
-    return out;
+    return emit_specialized_blocks(
+        plan, bundle_.opcodes(), params_.hooks, inc.value(),
+        [&](const OpcodeEntry& e) -> Result<SpecBody> {
+          auto body = expand_body(e);
+          if (!body) return body.take_error();
+          const Family& f = *body.value().family;
+          return SpecBody{f.path, f.body_line, std::move(body.value().lines)};
+        });
   }
 
   Result<std::string> dispatch(bool cb) {

@@ -13,26 +13,14 @@ namespace {
 
 using Json = nlohmann::json;
 
-// How an instruction family shapes a block (families are the opcode table's names).
-enum class Role {
-  Plain,     // falls through
-  Jump,      // unconditional transfer: JR, JP, JP HL, RET, RETI, RST, CALL (ends the block)
-  Branch,    // conditional transfer: ends the block, may fall through
-  EndAfter,  // EI, DI: IME changes, the interpreter takes the next boundary
-  Excluded,  // HALT, STOP, illegal opcodes: never inside a block (they touch the machine)
-};
+// How an instruction shapes a block: its family's role, as the templates declare it
+// (templates/sm83/families.tsv, checked when they load).
+using Role = FlowRole;
 
 Role role_of(const OpcodeEntry& e) {
-  const std::string& f = e.family;
-  if (f == "jr" || f == "jp" || f == "jp_hl" || f == "ret" || f == "reti" || f == "rst" ||
-      f == "call")
-    return Role::Jump;
-  if (f == "jr_cc" || f == "jp_cc" || f == "call_cc" || f == "ret_cc") return Role::Branch;
-  if (f == "ei" || f == "di") return Role::EndAfter;
-  if (f == "halt" || f == "stop" || f == "illegal") return Role::Excluded;
   // LD B,B: the test-ROM end marker (debug option ldbb_trap) stays with the interpreter.
   if (!e.cb && e.code == 0x40) return Role::Excluded;
-  return Role::Plain;
+  return e.role;
 }
 
 // Addresses whose plain reads / writes have no side effect and no timing: ROM (reads), WRAM,

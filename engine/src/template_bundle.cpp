@@ -1,6 +1,8 @@
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <sstream>
 
@@ -21,9 +23,10 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-Result<std::vector<OpcodeEntry>> parse_opcode_table(const std::string& text,
-                                                    const std::string& path) {
-  std::vector<OpcodeEntry> out;
+// A tab-separated table's rows ('#' comments, blank lines and the column-name line skipped):
+// row(cols, bad) for each, bad(why) making the error "PATH:LINE: why"; stops at an error.
+template <typename Row>
+Status for_each_row(const std::string& text, const std::string& path, Row&& row) {
   std::istringstream in(text);
   std::string line;
   int lineno = 0;
@@ -35,37 +38,48 @@ Result<std::vector<OpcodeEntry>> parse_opcode_table(const std::string& text,
       header_seen = true;
       continue;
     }
-    const auto cols = split(line, '\t');
     auto bad = [&](const std::string& why) {
       return make_error(ErrorKind::Template, path + ":" + std::to_string(lineno) + ": " + why);
     };
-    if (cols.size() != 9)
-      return bad("expected 9 tab-separated columns, got " + std::to_string(cols.size()));
-    OpcodeEntry e;
-    if (cols[0] != "base" && cols[0] != "cb") return bad("table must be base or cb");
-    e.cb = cols[0] == "cb";
-    try {
-      e.code = std::stoi(cols[1], nullptr, 16);
-      e.length = std::stoi(cols[3]);
-      e.cycles = std::stoi(cols[4]);
-      e.cycles_not_taken = cols[5] == "-" ? 0 : std::stoi(cols[5]);
-    } catch (const std::exception&) {
-      return bad("bad number");
-    }
-    if (e.code < 0 || e.code > 0xFF) return bad("code out of range");
-    e.mnemonic = cols[2];
-    e.family = cols[6];
-    if (cols[7] != "-") {
-      for (const auto& tok : split(cols[7], ' ')) {
-        if (tok.empty()) continue;
-        const auto eq = tok.find('=');
-        if (eq == std::string::npos) return bad("operand '" + tok + "' is not NAME=value");
-        e.operands.emplace_back(tok.substr(0, eq), tok.substr(eq + 1));
-      }
-    }
-    e.flags = cols[8];
-    out.push_back(std::move(e));
+    if (Status st = row(split(line, '\t'), bad); !st) return st;
   }
+  return ok_status();
+}
+
+Result<std::vector<OpcodeEntry>> parse_opcode_table(const std::string& text,
+                                                    const std::string& path) {
+  std::vector<OpcodeEntry> out;
+  Status rows = for_each_row(
+      text, path, [&](const std::vector<std::string>& cols, const auto& bad) -> Status {
+        if (cols.size() != 9)
+          return bad("expected 9 tab-separated columns, got " + std::to_string(cols.size()));
+        OpcodeEntry e;
+        if (cols[0] != "base" && cols[0] != "cb") return bad("table must be base or cb");
+        e.cb = cols[0] == "cb";
+        try {
+          e.code = std::stoi(cols[1], nullptr, 16);
+          e.length = std::stoi(cols[3]);
+          e.cycles = std::stoi(cols[4]);
+          e.cycles_not_taken = cols[5] == "-" ? 0 : std::stoi(cols[5]);
+        } catch (const std::exception&) {
+          return bad("bad number");
+        }
+        if (e.code < 0 || e.code > 0xFF) return bad("code out of range");
+        e.mnemonic = cols[2];
+        e.family = cols[6];
+        if (cols[7] != "-") {
+          for (const auto& tok : split(cols[7], ' ')) {
+            if (tok.empty()) continue;
+            const auto eq = tok.find('=');
+            if (eq == std::string::npos) return bad("operand '" + tok + "' is not NAME=value");
+            e.operands.emplace_back(tok.substr(0, eq), tok.substr(eq + 1));
+          }
+        }
+        e.flags = cols[8];
+        out.push_back(std::move(e));
+        return ok_status();
+      });
+  if (!rows) return rows.take_error();
   for (bool cb : {false, true}) {
     std::vector<int> seen(256, 0);
     for (const auto& e : out)
@@ -81,7 +95,60 @@ Result<std::vector<OpcodeEntry>> parse_opcode_table(const std::string& text,
   return out;
 }
 
+// The family -> role table (manifest "family_roles"); every family the opcode table uses must
+// have a row, so a new control-flow family cannot pass as straight-line code.
+Status assign_roles(std::vector<OpcodeEntry>& ops, const std::string& text, const std::string& path,
+                    const std::string& table_path) {
+  std::map<std::string, FlowRole> roles;
+  Status rows = for_each_row(
+      text, path, [&](const std::vector<std::string>& cols, const auto& bad) -> Status {
+        if (cols.size() != 2)
+          return bad("expected 2 tab-separated columns (family, role), got " +
+                     std::to_string(cols.size()));
+        FlowRole r = FlowRole::Plain;
+        bool known = false;
+        for (FlowRole c : {FlowRole::Plain, FlowRole::Jump, FlowRole::Branch, FlowRole::EndAfter,
+                           FlowRole::Excluded})
+          if (cols[1] == to_string(c)) r = c, known = true;
+        if (!known)
+          return bad("unknown role '" + cols[1] +
+                     "' (one of plain, jump, branch, end_after, excluded)");
+        if (!roles.emplace(cols[0], r).second) return bad("family " + cols[0] + " listed twice");
+        return ok_status();
+      });
+  if (!rows) return rows;
+  for (auto& e : ops) {
+    auto it = roles.find(e.family);
+    if (it == roles.end()) {
+      char where[32];
+      std::snprintf(where, sizeof where, "%s opcode %02X", e.cb ? "cb" : "base", e.code);
+      return make_error(ErrorKind::Template,
+                        table_path + ": " + where + " (" + e.mnemonic + "): family " + e.family +
+                            " has no control-flow role: declare it in " + path +
+                            " (plain, jump, branch, end_after or excluded)");
+    }
+    e.role = it->second;
+  }
+  return ok_status();
+}
+
 }  // namespace
+
+const char* to_string(FlowRole r) {
+  switch (r) {
+    case FlowRole::Plain:
+      return "plain";
+    case FlowRole::Jump:
+      return "jump";
+    case FlowRole::Branch:
+      return "branch";
+    case FlowRole::EndAfter:
+      return "end_after";
+    case FlowRole::Excluded:
+      return "excluded";
+  }
+  return "?";
+}
 
 namespace {
 std::mutex g_root_mutex;
@@ -137,6 +204,15 @@ Result<TemplateBundle> TemplateBundle::load(const fs::path& root) {
   if (!table) return table.take_error();
   auto ops = parse_opcode_table(table.value(), "templates/" + table_path);
   if (!ops) return ops.take_error();
+  const std::string roles_path = m.value("family_roles", "");
+  if (roles_path.empty())
+    return make_error(ErrorKind::Template, "templates/manifest.json names no family_roles");
+  auto roles = b.file(roles_path);
+  if (!roles) return roles.take_error();
+  if (auto st = assign_roles(ops.value(), roles.value(), "templates/" + roles_path,
+                             "templates/" + table_path);
+      !st)
+    return st.take_error();
   b.opcodes_ = std::move(ops.value());
   return b;
 }

@@ -11,14 +11,27 @@
 namespace gbx {
 
 // One row of the SM83 opcode table (templates/sm83/opcodes.tsv).
+// How an instruction family shapes control flow, declared per family in the templates
+// (manifest "family_roles", sm83/families.tsv); specialized blocks end and chain by it.
+enum class FlowRole {
+  Plain,     // falls through
+  Jump,      // unconditional transfer: JR, JP, JP HL, RET, RETI, RST, CALL (ends the block)
+  Branch,    // conditional transfer: ends the block, may fall through
+  EndAfter,  // EI, DI: IME changes, the interpreter takes the next boundary
+  Excluded,  // HALT, STOP, illegal opcodes: never inside a block (they touch the machine)
+};
+// "plain", "jump", "branch", "end_after", "excluded" (as families.tsv writes them).
+const char* to_string(FlowRole r);
+
 struct OpcodeEntry {
-  int code = 0;              // 0x00-0xFF
-  bool cb = false;           // CB-prefixed table
-  std::string mnemonic;      // "LD B,(HL)"
-  int length = 1;            // bytes including prefix
-  int cycles = 4;            // T-cycles (taken)
-  int cycles_not_taken = 0;  // T-cycles when a condition fails (0: unconditional)
-  std::string family;        // template name under sm83/family/
+  int code = 0;                     // 0x00-0xFF
+  bool cb = false;                  // CB-prefixed table
+  std::string mnemonic;             // "LD B,(HL)"
+  int length = 1;                   // bytes including prefix
+  int cycles = 4;                   // T-cycles (taken)
+  int cycles_not_taken = 0;         // T-cycles when a condition fails (0: unconditional)
+  std::string family;               // template name under sm83/family/
+  FlowRole role = FlowRole::Plain;  // the family's declared role (TemplateBundle::load)
   std::vector<std::pair<std::string, std::string>> operands;  // NAME=value
   std::string flags;  // "Z N H C" column as in Pan Docs, e.g. "Z0HC"
 };

@@ -1,0 +1,314 @@
+// gbx._native Backend: construction, stepping, the output block and its numpy views (no copy
+// on the cpu backend; a host copy of the block for the others).
+#include <algorithm>
+
+#include "gbx/runtime/specialize.h"
+#include "native.h"
+
+namespace gbx::py {
+
+using namespace nb::literals;
+
+Native::Native(const std::string& rom_spec, nb::bytes rom_bytes, const std::string& backend,
+               int num_envs, int frames_per_step, int release_after_frames, int threads,
+               int device_index, const std::string& stage, const std::string& reward,
+               const std::string& done, const std::vector<std::string>& track,
+               const std::string& obs_kind, const std::string& obs_format,
+               const std::vector<int>& gather, bool render, bool tiered_start,
+               const std::string& specialize, const std::string& ppu, int64_t seen_capacity,
+               const std::vector<std::pair<int64_t, int64_t>>& hooks) {
+  if (rom_bytes.size() > 0) {
+    const auto* p = static_cast<const uint8_t*>(rom_bytes.data());
+    rom_ = unwrap(gbx::rom_from_bytes(rom_spec.empty() ? "bytes" : rom_spec,
+                                      std::vector<uint8_t>(p, p + rom_bytes.size())));
+  } else {
+    rom_ = unwrap(gbx::load_rom(rom_spec));
+  }
+  gbx::BackendConfig cfg;
+  cfg.num_envs = num_envs;
+  cfg.frames_per_step = frames_per_step;
+  cfg.release_after_frames = release_after_frames;
+  cfg.threads = threads;
+  cfg.device_index = device_index;
+  const auto st = gbx::parse_stage(stage);
+  if (!st) throw nb::value_error(("unknown stage '" + stage + "'").c_str());
+  cfg.stage = *st;
+  cfg.reward_expr = reward;
+  cfg.done_expr = done;
+  cfg.track = track;
+  if (seen_capacity < 1 || seen_capacity > (int64_t)gbx::kSeenCapacityMax)
+    throw nb::value_error(("seen_capacity must be 1.." + std::to_string(gbx::kSeenCapacityMax) +
+                           " (got " + std::to_string(seen_capacity) + ")")
+                              .c_str());
+  cfg.seen_capacity = (uint32_t)seen_capacity;
+  for (const auto& [bank, addr] : hooks) {
+    if (addr < 0 || addr > 0xFFFF || bank < -1 || bank > 0xFFFF)
+      throw nb::value_error(("hook bank:address " + std::to_string(bank) + ":" +
+                             std::to_string(addr) + " is outside 0x0000-0xFFFF")
+                                .c_str());
+    cfg.hooks.push_back({(int32_t)bank, (uint16_t)addr});
+  }
+  cfg.tiered_start = tiered_start;
+  const auto model = gbx::parse_ppu_model(ppu);
+  if (!model) throw nb::value_error(("unknown ppu '" + ppu + "' (line, fifo)").c_str());
+  cfg.ppu = *model;
+  if (auto s = gbx::apply_specialize_option(specialize, rom_, cfg); !s)
+    throw nb::value_error(s.error().message.c_str());
+  configure_outputs(cfg, obs_kind, obs_format, gather, render);
+  if (backend == "mgba" && (!reward.empty() || !done.empty() || !track.empty()))
+    throw nb::value_error(
+        "the mgba backend runs no generated kernel, so it has no reward/done expressions");
+  if (num_envs < 1)
+    throw nb::value_error(
+        ("num_envs must be at least 1 (got " + std::to_string(num_envs) + ")").c_str());
+  {
+    nb::gil_scoped_release release;  // compiling a kernel takes seconds
+    auto b = gbx::make_backend(backend, rom_, cfg);
+    if (b)
+      backend_ = std::move(b.value());
+    else
+      pending_ = b.take_error();
+  }
+  raise_pending();
+  cpu_ = dynamic_cast<gbx::CpuBackend*>(backend_.get());
+  n_ = backend_->num_envs();
+  frames_per_step_ = frames_per_step;
+  bind_outputs(cfg);
+}
+
+void Native::reset(uint64_t seed) {
+  {
+    nb::gil_scoped_release release;
+    check_nogil(backend_->reset(seed));
+    if (pending_) check_nogil(refresh(std::vector<uint8_t>((size_t)n_, 1)));
+  }
+  raise_pending();
+  gather();
+}
+
+// The masked envs to their reset state (power-on), the others untouched: the backend's own
+// reset(mask), then their outputs are refreshed from the new state (every backend: cpu and
+// cuda give the same first observation).
+void Native::reset_envs(MaskIn mask, bool gather_now) {
+  if ((int)mask.shape(0) != n_)
+    throw nb::value_error(("reset mask has " + std::to_string(mask.shape(0)) + " entries for " +
+                           std::to_string(n_) + " envs")
+                              .c_str());
+  std::vector<uint8_t> m(mask.data(), mask.data() + n_);
+  {
+    nb::gil_scoped_release release;
+    check_nogil(backend_->reset(m));
+    if (pending_) check_nogil(refresh(m));
+  }
+  raise_pending();
+  if (gather_now) gather();
+}
+
+// gather_now false: the host block is left as it was (a later call, or gather_outputs(),
+// brings it up to date): one copy of the block per VecEnv.step even with resets and no-ops.
+void Native::step(ActionsIn actions, bool gather_now) {
+  if ((int)actions.shape(0) != n_)
+    throw nb::value_error(("step: " + std::to_string(actions.shape(0)) + " actions for " +
+                           std::to_string(n_) + " envs")
+                              .c_str());
+  actions_.assign(actions.data(), actions.data() + n_);
+  {
+    nb::gil_scoped_release release;
+    check_nogil(backend_->step(actions_));
+    if (pending_) check_nogil(backend_->sync());
+  }
+  raise_pending();
+  if (gather_now) gather();
+}
+
+// Env i runs frames[i] frames with actions[i] (0: refresh its outputs only; < 0: not
+// touched), all in one backend call (Backend::step_frames); the outputs are gathered.
+void Native::step_frames(ActionsIn actions, FramesIn frames, bool gather_now) {
+  if ((int)actions.shape(0) != n_ || (int)frames.shape(0) != n_)
+    throw nb::value_error("step_frames: actions and frames need one entry per env");
+  actions_.assign(actions.data(), actions.data() + n_);
+  std::vector<int32_t> f(frames.data(), frames.data() + n_);
+  {
+    nb::gil_scoped_release release;
+    check_nogil(backend_->step_frames(actions_, f));
+    if (pending_) check_nogil(backend_->sync());
+  }
+  raise_pending();
+  if (gather_now) gather();
+}
+
+// cuda tiered start: "fast" | "optimized" | "fast (the optimized compile failed: ...)";
+// "optimized" on the other backends (they have one kernel from the start).
+std::string Native::start_tier() const {
+  auto* c = dynamic_cast<gbx::CudaBackend*>(backend_.get());
+  return c ? c->start_tier() : "optimized";
+}
+
+void Native::finish_tier_up() {
+  {
+    nb::gil_scoped_release release;  // a compile takes seconds
+    check_nogil(backend_->finish_tier_up());
+  }
+  raise_pending();
+}
+
+void Native::raise_pending() {
+  if (pending_) return;
+  const gbx::Error e = pending_.take_error();
+  pending_ = gbx::ok_status();
+  raise(e);
+}
+
+// The masked envs' outputs from their current state: the stage epilog alone (0 frames).
+gbx::Status Native::refresh(const std::vector<uint8_t>& mask) {
+  std::vector<int32_t> frames(mask.size());
+  for (size_t i = 0; i < mask.size(); ++i) frames[i] = mask[i] ? 0 : -1;
+  return backend_->step_frames({}, frames);
+}
+
+// Non-cpu backends' outputs into the host block: one bulk copy where the backend has an
+// output block (cuda), else env by env (mgba, the checking backend).
+void Native::gather() {
+  if (cpu_) return;
+  if (bulk_) {
+    const gbx::OutputBlock b = unwrap(backend_->outputs());
+    std::memcpy(host_block_.data(), b.data, std::min(b.bytes, host_block_.size()));
+    return;
+  }
+  const gbx::OutputSection* obs = find_section("obs_v0");
+  const gbx::OutputSection* rew = find_section("reward");
+  const gbx::OutputSection* gat = find_section("gather");
+  for (int e = 0; e < n_; ++e) {
+    auto o = unwrap(backend_->read_obs(e));
+    if (obs && o.size() == (size_t)kObsDim)
+      std::memcpy(host_block_.data() + obs->offset + (size_t)e * obs->bytes_per_env, o.data(),
+                  sizeof(float) * kObsDim);
+    const float r = unwrap(backend_->read_reward(e));
+    std::memcpy(host_block_.data() + rew->offset + (size_t)e * sizeof(float), &r, sizeof r);
+    if (gat)
+      for (size_t k = 0; k < gather_addrs_.size(); ++k) {
+        const uint32_t a = gather_addrs_[k];
+        host_block_[gat->offset + (size_t)e * gat->bytes_per_env + k] =
+            unwrap(backend_->read_memory(e, a, a + 1))[0];
+      }
+  }
+}
+
+// One output section as a numpy view [num_envs, *shape] of the block (the cpu backend's
+// own buffer; a host copy for the others), overwritten by the next step or reset.
+nb::ndarray<nb::numpy> Native::output(const std::string& name) {
+  const gbx::OutputSection* s = find_section(name);
+  if (!s) throw nb::value_error(("this env has no '" + name + "' output").c_str());
+  std::vector<size_t> shape{(size_t)n_};
+  for (int d : s->shape) shape.push_back((size_t)d);
+  const nb::dlpack::dtype dt = s->dtype == "f32"   ? nb::dtype<float>()
+                               : s->dtype == "u32" ? nb::dtype<uint32_t>()
+                                                   : nb::dtype<uint8_t>();
+  return nb::ndarray<nb::numpy>(const_cast<uint8_t*>(block_) + s->offset, shape.size(),
+                                shape.data(), nb::find(this), nullptr, dt);
+}
+
+std::vector<std::string> Native::output_names() const {
+  std::vector<std::string> v;
+  for (const auto& s : sections_) v.push_back(s.name);
+  return v;
+}
+
+void Native::configure_outputs(gbx::BackendConfig& cfg, const std::string& obs_kind,
+                               const std::string& obs_format, const std::vector<int>& gather,
+                               bool render) {
+  const auto kind = gbx::parse_obs_kind(obs_kind);
+  if (!kind) throw nb::value_error(("unknown obs kind '" + obs_kind + "' (vec, pixels)").c_str());
+  const auto fmt = gbx::parse_obs_format(obs_format);
+  if (!fmt)
+    throw nb::value_error(("unknown obs format '" + obs_format + "' (full, half, packed)").c_str());
+  for (int a : gather)
+    if (a < 0 || a > 0xFFFF)
+      throw nb::value_error(
+          ("ram address " + std::to_string(a) + " out of range (0..0xFFFF)").c_str());
+  cfg.obs = *kind;
+  cfg.obs_format = *fmt;
+  cfg.render = render;
+  cfg.gather_addrs.assign(gather.begin(), gather.end());
+  gather_addrs_ = cfg.gather_addrs;
+}
+
+// Where outputs are read from: the cpu backend's block itself; a host copy of the block
+// for the others.
+void Native::bind_outputs(const gbx::BackendConfig& cfg) {
+  if (cpu_) {
+    const gbx::OutputBlock b = unwrap(cpu_->outputs());
+    block_ = b.data;
+    sections_ = b.sections;
+    return;
+  }
+  auto b = backend_->outputs();
+  if (b) {
+    bulk_ = true;
+    sections_ = b.value().sections;
+    host_block_.assign(b.value().data, b.value().data + b.value().bytes);
+  } else {
+    if (cfg.obs != gbx::ObsKind::Vec)
+      throw nb::value_error(
+          ("the " + backend_->name() + " backend has no pixels output (use obs vec)").c_str());
+    host_block_.assign(gbx::output_layout(cfg, n_, sections_), 0);
+  }
+  block_ = host_block_.data();
+  gather();
+}
+
+const gbx::OutputSection* Native::find_section(const std::string& name) const {
+  for (const auto& s : sections_)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+void Native::check_index(int env) const {
+  if (env < 0 || env >= n_)
+    throw nb::index_error(
+        ("env " + std::to_string(env) + " out of range (0.." + std::to_string(n_ - 1) + ")")
+            .c_str());
+}
+
+std::vector<uint8_t> Native::to_vector(const nb::bytes& b) {
+  const auto* p = static_cast<const uint8_t*>(b.data());
+  return std::vector<uint8_t>(p, p + b.size());
+}
+
+void bind_env(NativeClass& c) {
+  c.def(nb::init<const std::string&, nb::bytes, const std::string&, int, int, int, int, int,
+                 const std::string&, const std::string&, const std::string&,
+                 const std::vector<std::string>&, const std::string&, const std::string&,
+                 const std::vector<int>&, bool, bool, const std::string&, const std::string&,
+                 int64_t, const std::vector<std::pair<int64_t, int64_t>>&>(),
+        "rom"_a, "rom_bytes"_a = nb::bytes(""), "backend"_a = "cpu", "num_envs"_a = 1,
+        "frames_per_step"_a = 1, "release_after_frames"_a = -1, "threads"_a = 0,
+        "device_index"_a = 0, "stage"_a = "full_step", "reward"_a = "", "done"_a = "",
+        "track"_a = std::vector<std::string>(), "obs"_a = "vec", "obs_format"_a = "full",
+        "gather"_a = std::vector<int>(), "render"_a = false, "tiered_start"_a = false,
+        "specialize"_a = "off", "ppu"_a = "line", "seen_capacity"_a = 4096,
+        "hooks"_a = std::vector<std::pair<int64_t, int64_t>>());
+  c.def("reset", &Native::reset, "seed"_a = 0);
+  c.def("reset_envs", &Native::reset_envs, "mask"_a, "gather"_a = true);
+  c.def("step", &Native::step, "actions"_a, "gather"_a = true);
+  c.def("step_frames", &Native::step_frames, "actions"_a, "frames"_a, "gather"_a = true);
+  c.def("gather_outputs", &Native::gather_outputs);
+  c.def_prop_ro("obs", &Native::obs);
+  c.def_prop_ro("reward", &Native::reward);
+  c.def_prop_ro("done", &Native::done);
+  c.def_prop_ro("name", &Native::name);
+  c.def_prop_ro("kernel_key", &Native::kernel_key);
+  c.def_prop_ro("start_tier", &Native::start_tier);
+  c.def_prop_ro("specialize_status", &Native::specialize_status);
+  c.def("finish_tier_up", &Native::finish_tier_up);
+  c.def_prop_ro("rom_name", &Native::rom_name);
+  c.def_prop_ro("rom_sha256", &Native::rom_sha256);
+  c.def_prop_ro("rom_warnings", &Native::rom_warnings);
+  c.def_prop_ro("num_envs", &Native::num_envs);
+  c.def_prop_ro("frames_per_step", &Native::frames_per_step);
+  c.def_prop_ro("obs_dim", &Native::obs_dim);
+  c.def("output", &Native::output, "name"_a);
+  c.def_prop_ro("output_names", &Native::output_names);
+}
+
+}  // namespace gbx::py

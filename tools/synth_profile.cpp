@@ -1,0 +1,67 @@
+// gbx-synth profile: run a ROM on the profiling interpreter, write its hot blocks.
+#include <cstdio>
+#include <fstream>
+
+#include "commands.h"
+#include "gbx/runtime/specialize.h"
+#include "synth_common.h"
+
+namespace gbx::tool {
+namespace {
+
+struct ProfileOptions {
+  std::string rom;
+  int frames = 600;
+  std::string actions = "random";
+  uint64_t seed = 1;
+  std::string out;
+};
+
+int cmd_profile(const ProfileOptions& o) {
+  auto rom = load_rom(o.rom);
+  if (!rom) return fail(rom.error());
+  ProfileRunOptions ro;
+  ro.frames = o.frames;
+  ro.actions = o.actions;
+  ro.seed = o.seed;
+  const auto t0 = Clock::now();
+  auto prof = profile_rom(*rom, ro);
+  if (!prof) return fail(prof.error());
+  const std::string text = spec_profile_to_json(*prof);
+  auto plan = spec_plan_for(*rom, *prof);
+  if (!plan) return fail(plan.error());
+  uint64_t hot = 0;
+  for (const auto& b : (*plan)->blocks) hot += b.weight;
+  std::fprintf(
+      stderr,
+      "profiled %d frames in %.0f ms: %llu instructions from ROM, %zu blocks; hot set "
+      "%zu blocks covering %.1f%%\n",
+      o.frames, ms_since(t0), (unsigned long long)prof->total_instructions, prof->blocks.size(),
+      (*plan)->blocks.size(),
+      prof->total_instructions ? 100.0 * (double)hot / (double)prof->total_instructions : 0.0);
+  if (o.out.empty()) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  }
+  std::ofstream f(o.out, std::ios::binary);
+  f << text;
+  if (!f) return fail(make_error(ErrorKind::Input, "cannot write " + o.out));
+  return 0;
+}
+
+}  // namespace
+
+void register_profile(CLI::App& app, Commands& cmds) {
+  static ProfileOptions prof;
+  auto* pr = app.add_subcommand(
+      "profile",
+      "run a ROM on the profiling interpreter, write its blocks (JSON) for --specialize");
+  pr->add_option("--rom", prof.rom, "builtin:NAME or a path")->required();
+  pr->add_option("--frames", prof.frames, "frames to profile")->capture_default_str();
+  pr->add_option("--actions", prof.actions, "random | none")->capture_default_str();
+  pr->add_option("--seed", prof.seed, "seed of the random actions")->capture_default_str();
+  pr->add_option("--out", prof.out, "output file (default: stdout)");
+  cmds.emplace_back(pr, [] { return cmd_profile(prof); });
+}
+
+}  // namespace gbx::tool

@@ -19,16 +19,20 @@
 //     bits 0/1 as they are at that dot. The first pixel leaves at dot 12 + SCX % 8, so mode 3
 //     lasts 172 + SCX % 8 dots without window or objects (hw/ppu.h ppu_mode3_end).
 //   - Window (Pan Docs "Window"): when LCDC bit 5 is set, LY has equalled WY on a line of
-//     this frame and the next pixel's x + 7 equals WX (WX 0-6: at x 0, the first 7 - WX
-//     window pixels dropped), the FIFO is cleared and the fetcher restarts on the window map
-//     (6 dots). A second start on the same line draws the window's next row (Mealybug
-//     WIN_EN notes). With LCDC bit 5 cleared, the next tile fetched is background again.
-//   - Objects: the OAM scan's first 10 objects on the line (OAM order), fetched in X order
-//     when the next pixel's x reaches OAM X - 8 (X < 8: at x 0) with LCDC bit 1 set. The
-//     fetch stalls the pipeline by Pan Docs' "OBJ penalty algorithm" (6 dots, plus
-//     5 - min(5, (X + SCX) % 8) for the first object in a background tile, 5 at X 0), the
-//     same sum hw/ppu.h's mode-3 end uses, so the pixels and STAT's mode 0 agree. Its pixels
-//     go into the object FIFO where it holds transparent ones (earlier objects win).
+//     this frame and the next pixel's x + 7 equals WX, the FIFO is cleared and the fetcher
+//     restarts on the window map (6 dots). WX 0-6 start before pixel 0, while the first
+//     tile's pixels are dropped (lcd_fifo_run); a late start (x + 6) and the pixel inserted
+//     when WX matches again follow SameBoy's DMG rules. A second start on the same line draws
+//     the window's next row (Mealybug WIN_EN notes). With LCDC bit 5 cleared, the next tile
+//     fetched is background again.
+//   - Objects: the OAM scan's first 10 objects on the line (OAM order), fetched one at a time
+//     in X order when the pixel about to leave is at OAM X - 8 (left of x 0: the dropped
+//     pixels) with LCDC bit 1 set. The pixels wait by Pan Docs' "OBJ penalty algorithm"
+//     (6 dots, plus 5 - min(5, (X + SCX) % 8) for the first object in a background tile, 5 at
+//     X 0), the same sum hw/ppu.h's mode-3 end uses, so the pixels and STAT's mode 0 agree;
+//     the background fetcher goes on meanwhile. The object's two data reads are at the
+//     wait's last dots; its pixels go into the object FIFO where it holds transparent ones
+//     (earlier objects win).
 // A register write is seen from line dot (write's io_time - mode-3 start + GBX_FIFO_WRITE_DOT)
 // on: the renderer is caught up to that dot before every write to FF40-FF4B, VRAM and OAM.
 //
@@ -576,9 +580,9 @@ GBX_FN void lcd_fifo_before_reg_write(Machine& b, u32 addr, u8 v) {
   if (addr - 0xFF47u < 3u)
     *reg = (u8)(old | v);
   else if (addr == 0xFF40u) {
-    // BG enable set takes effect at once, cleared a dot later (SameBoy's DMG LCDC conflict:
-    // old | new's bit 0 first); OBJ enable cleared before pixel 0 at once.
-    u8 keep = (u8)((old & 0x83) | (v & 0x01));
+    // BG and OBJ enables a dot later, but OBJ enable cleared while pixel 0 is next: at once
+    // (SameBoy's DMG LCDC conflict; Mealybug m3_lcdc_obj_en_change).
+    u8 keep = (u8)(old & 0x83);
     LcdFifo f;
     lcd_fifo_load(b, f);
     if (f.active && f.x == 0 && !(v & 0x02) && GBX_FIFO_LCDC_X0) keep = (u8)(keep & ~0x02);

@@ -198,8 +198,7 @@ GBX_FN u32 lcd_fifo_object_addr(Machine& b, u32 ly, u8 lcdc, u32 o) {
 
 // Object row `lo`/`hi` (OAM X `ox`, attributes `flags`) into the object FIFO, whose next
 // pixel is screen x f.x: into its transparent slots (earlier objects win).
-GBX_FN void lcd_fifo_merge_object(LcdFifo& f, u32 o, u32 ox, u32 flags, u32 lo, u32 hi) {
-  (void)o;
+GBX_FN void lcd_fifo_merge_object(LcdFifo& f, u32 ox, u32 flags, u32 lo, u32 hi) {
   for (u32 p = 0; p < 8u; ++p) {
     const i32 sx = (i32)ox - 8 + (i32)p;  // screen x of this object pixel
     const i32 slot = sx - (i32)f.x;
@@ -385,7 +384,7 @@ GBX_NOINLINE void lcd_fifo_run(Machine& b, LcdFifo& f, u32 ly, i64 until, u8* GB
           if (f.stall == 0) {
             const u32 addr = lcd_fifo_object_addr(b, ly, lcdc, o);
             const u8 lo = (f.win & GBX_FIFO_WIN_OBJ_LO) ? f.tile : lcd_vram(b, addr);
-            lcd_fifo_merge_object(f, o, lcd_oam(b, o * 4u + 1u), lcd_oam(b, o * 4u + 3u), lo,
+            lcd_fifo_merge_object(f, lcd_oam(b, o * 4u + 1u), lcd_oam(b, o * 4u + 3u), lo,
                                   lcd_vram(b, addr + 1u));
             f.win = (u8)(f.win & ~(GBX_FIFO_WIN_OBJ | GBX_FIFO_WIN_OBJ_LO));
           }

@@ -19,16 +19,20 @@
 //     bits 0/1 as they are at that dot. The first pixel leaves at dot 12 + SCX % 8, so mode 3
 //     lasts 172 + SCX % 8 dots without window or objects (hw/ppu.h ppu_mode3_end).
 //   - Window (Pan Docs "Window"): when LCDC bit 5 is set, LY has equalled WY on a line of
-//     this frame and the next pixel's x + 7 equals WX (WX 0-6: at x 0, the first 7 - WX
-//     window pixels dropped), the FIFO is cleared and the fetcher restarts on the window map
-//     (6 dots). A second start on the same line draws the window's next row (Mealybug
-//     WIN_EN notes). With LCDC bit 5 cleared, the next tile fetched is background again.
-//   - Objects: the OAM scan's first 10 objects on the line (OAM order), fetched in X order
-//     when the next pixel's x reaches OAM X - 8 (X < 8: at x 0) with LCDC bit 1 set. The
-//     fetch stalls the pipeline by Pan Docs' "OBJ penalty algorithm" (6 dots, plus
-//     5 - min(5, (X + SCX) % 8) for the first object in a background tile, 5 at X 0), the
-//     same sum hw/ppu.h's mode-3 end uses, so the pixels and STAT's mode 0 agree. Its pixels
-//     go into the object FIFO where it holds transparent ones (earlier objects win).
+//     this frame and the next pixel's x + 7 equals WX, the FIFO is cleared and the fetcher
+//     restarts on the window map (6 dots). WX 0-6 start before pixel 0, while the first
+//     tile's pixels are dropped (lcd_fifo_run); a late start (x + 6) and the pixel inserted
+//     when WX matches again follow SameBoy's DMG rules. A second start on the same line draws
+//     the window's next row (Mealybug WIN_EN notes). With LCDC bit 5 cleared, the next tile
+//     fetched is background again.
+//   - Objects: the OAM scan's first 10 objects on the line (OAM order), fetched one at a time
+//     in X order when the pixel about to leave is at OAM X - 8 (left of x 0: the dropped
+//     pixels) with LCDC bit 1 set. The pixels wait by Pan Docs' "OBJ penalty algorithm"
+//     (6 dots, plus 5 - min(5, (X + SCX) % 8) for the first object in a background tile, 5 at
+//     X 0), the same sum hw/ppu.h's mode-3 end uses, so the pixels and STAT's mode 0 agree;
+//     the background fetcher goes on meanwhile. The object's two data reads are at the
+//     wait's last dots; its pixels go into the object FIFO where it holds transparent ones
+//     (earlier objects win).
 // A register write is seen from line dot (write's io_time - mode-3 start + GBX_FIFO_WRITE_DOT)
 // on: the renderer is caught up to that dot before every write to FF40-FF4B, VRAM and OAM.
 //
@@ -49,6 +53,17 @@
 #define GBX_FIFO_IDLE_LINE 0xFF
 #define GBX_FIFO_WIN_FETCHING 0x01  // LcdFifo::win: the fetcher is on the window map
 #define GBX_FIFO_WIN_SHOWN 0x02     // the window started on this line
+#define GBX_FIFO_WIN_WX_NEW 0x04    // WX was written at this dot (no late start)
+#define GBX_FIFO_WIN_SHIFT 0x08     // a late window start shifted the line a pixel left
+#define GBX_FIFO_WIN_OBJ 0x10       // an object fetch (sel[obj_next - 1]) is under way
+#define GBX_FIFO_WIN_OBJ_LO 0x20    // ... and its data low byte is in LcdFifo::tile
+// Dots of an object fetch's stall left after the one that reads its data low byte.
+#define GBX_FIFO_OBJ_LO_LEFT 2
+#define GBX_FIFO_LCDC_X0 1
+#define GBX_FIFO_WX_INSERT 1
+// WX written during mode 3 is seen this many dots after the write's dot (SameBoy's DMG WX
+// conflict: 2 dots after the palettes' old | new dot).
+#define GBX_FIFO_WX_DELAY 2
 
 struct LcdFifo {
   u8 active;              // 1 while line `line` is in mode 3 with pixels still to draw
@@ -60,7 +75,7 @@ struct LcdFifo {
   u8 fx;                             // tiles fetched since the line (or the window) started
   u8 tile, dlo, dhi;                 // the fetch in progress
   u8 x;                              // screen x of the next pixel drawn (160: done)
-  u8 discard;    // pixels to drop: bits 0-2 SCX % 8 (a dot each), 4-6 7 - WX (no dot)
+  u8 discard;    // pixels still to drop, a dot each: SCX % 8, or the window's left of x 0
   u8 win;        // GBX_FIFO_WIN_*
   u8 obj_next;   // objects of the line fetched or passed, in X order
   u8 stall;      // dots the whole pipeline still waits (first fetch, object fetches)
@@ -169,17 +184,21 @@ GBX_FN u32 lcd_fifo_objects(Machine& b, u32 ly, u8 lcdc, u8* sel) {
   return n;
 }
 
-// Object `o` (OAM index) fetched into the object FIFO while the next pixel is screen x `x`.
-GBX_FN void lcd_fifo_fetch_object(Machine& b, LcdFifo& f, u32 ly, u8 lcdc, u32 o) {
-  const u32 y = lcd_oam(b, o * 4u), ox = lcd_oam(b, o * 4u + 1u);
-  const u32 flags = lcd_oam(b, o * 4u + 3u);
+// Tile data address (low byte) of object `o`'s row on line `ly`, with LCDC `lcdc`'s object
+// size (Mealybug m3_lcdc_obj_size_change: the size is read at each of the two data reads).
+GBX_FN u32 lcd_fifo_object_addr(Machine& b, u32 ly, u8 lcdc, u32 o) {
+  const u32 y = lcd_oam(b, o * 4u), flags = lcd_oam(b, o * 4u + 3u);
   const bool tall = (lcdc & 0x04) != 0;
   u32 row = ly + 16u - y;
   if (flags & 0x40) row = (tall ? 15u : 7u) - row;
-  row &= tall ? 15u : 7u;  // the size bit as it is now (Mealybug m3_lcdc_obj_size_change)
+  row &= tall ? 15u : 7u;
   const u32 tile = tall ? (lcd_oam(b, o * 4u + 2u) & 0xFEu) : lcd_oam(b, o * 4u + 2u);
-  const u32 addr = tile * 16u + row * 2u;
-  const u32 lo = lcd_vram(b, addr), hi = lcd_vram(b, addr + 1u);
+  return tile * 16u + row * 2u;
+}
+
+// Object row `lo`/`hi` (OAM X `ox`, attributes `flags`) into the object FIFO, whose next
+// pixel is screen x f.x: into its transparent slots (earlier objects win).
+GBX_FN void lcd_fifo_merge_object(LcdFifo& f, u32 ox, u32 flags, u32 lo, u32 hi) {
   for (u32 p = 0; p < 8u; ++p) {
     const i32 sx = (i32)ox - 8 + (i32)p;  // screen x of this object pixel
     const i32 slot = sx - (i32)f.x;
@@ -236,6 +255,61 @@ GBX_FN void lcd_fifo_fetch_read(Machine& b, LcdFifo& f, u32 ly, u8 lcdc) {
   }
 }
 
+// The background/window fetcher's dot: a push when its tile is ready and the FIFO is empty;
+// then the read of its current step (tile number at step 0, data low at 2, data high at 4),
+// 2 dots a step.
+GBX_FN void lcd_fifo_fetcher_step(Machine& b, LcdFifo& f, u32 ly, u8 lcdc, bool may_push) {
+  if (f.fstep >= 6 && f.bg_n == 0 && may_push) {
+    f.bg_lo = f.dlo;
+    f.bg_hi = f.dhi;
+    f.bg_n = 8;
+    f.fstep = 0;  // the push dot is the next fetch's first
+    ++f.fx;
+  }
+  if (f.fstep < 6) {
+    lcd_fifo_fetch_read(b, f, ly, lcdc);
+    ++f.fstep;
+  }
+}
+
+// Starts the fetch of the line's next object if it is due at the pixel about to leave the
+// FIFO (position x, or -(pixels still dropped) before x 0; `early`: before the first tile's
+// push, every object left of the fine scroll's first pixel). The pipeline then waits by Pan
+// Docs' penalty, the object's data read at its last dots (lcd_fifo_run). Objects passed
+// (left of the position) or with OBJ disabled are skipped.
+GBX_FN bool lcd_fifo_object_due(Machine& b, LcdFifo& f, const u8* sel, u32 nobj, u8 lcdc,
+                                bool early) {
+  while (f.obj_next < nobj) {
+    const u32 o = sel[f.obj_next];
+    const u32 ox = lcd_oam(b, o * 4u + 1u);
+    const i32 po = (i32)ox - 8;
+    if (ox >= 168u) return false;
+    if (early) {
+      if (po >= -(i32)f.scx7) return false;
+    } else {
+      const i32 pos = (i32)f.x - (i32)(f.discard & 7u);
+      if (po > pos) return false;
+      if (po < pos) {
+        ++f.obj_next;
+        continue;
+      }
+    }
+    ++f.obj_next;
+    if (!(lcdc & 0x02)) continue;
+    const u32 t = (ox + f.scx7) >> 3;
+    u32 pen = 6;
+    if (t != f.last_tile) {
+      const u32 off = (ox + f.scx7) & 7u;
+      pen += ox == 0 ? 5u : (off < 5u ? 5u - off : 0u);
+      f.last_tile = (u8)t;
+    }
+    f.stall = (u8)(pen - 1u);  // this dot is the first
+    f.win = (u8)((f.win & ~GBX_FIFO_WIN_OBJ_LO) | GBX_FIFO_WIN_OBJ);
+    return true;
+  }
+  return false;
+}
+
 // Runs line `ly`'s pipeline until it has run `until` dots of mode 3 or drawn its 160 pixels.
 GBX_NOINLINE void lcd_fifo_run(Machine& b, LcdFifo& f, u32 ly, i64 until, u8* GBX_RESTRICT row) {
   u8 sel[10];
@@ -246,80 +320,125 @@ GBX_NOINLINE void lcd_fifo_run(Machine& b, LcdFifo& f, u32 ly, i64 until, u8* GB
       f.scx7 = (u8)(*io_reg(b, 0xFF43) & 7u);
       f.discard = f.scx7;
     }
+    const u8 lcdc = *io_reg(b, 0xFF40);
+    bool insert0 = false;
+    if (f.x == 0 && !(f.win & (GBX_FIFO_WIN_FETCHING | GBX_FIFO_WIN_OBJ)) && (lcdc & 0x20) &&
+        (b.lcd_flags & GBX_LCD_FLAG_WY_HIT) && dot >= GBX_FIFO_FIRST_FETCH_DOTS - 1) {
+      // The window at WX 0-6 starts before pixel 0, while the first tile's pixels (and the
+      // fine scroll's) are still being dropped: at the dot where WX matches the dropped
+      // pixel's x + 7 (SameBoy display.c, position_in_line < 0), its first 7 - WX pixels
+      // then dropped a dot each. WX 0 goes by its own table on SCX % 8 (SameBoy's
+      // scx_to_wx0_comparisons: with fine scroll a dot later, SCX % 8 pixels dropped, 6 at 7).
+      const u32 wx = *io_reg(b, 0xFF4B);
+      const i64 base = GBX_FIFO_FIRST_FETCH_DOTS - 1;
+      bool go = false, later = false;
+      u32 drop = 0;
+      if (wx == 0) {
+        if (f.scx7 == 0) {
+          go = dot == base;
+          drop = 7;
+        } else {
+          go = dot == base + 7 + (f.scx7 == 7u ? 1 : 0);
+          drop = f.scx7 == 7u ? 6u : f.scx7;
+          later = true;
+        }
+      } else if (wx < 7u) {
+        go = dot == base + (i64)wx + (i64)f.scx7;
+        drop = 7u - wx;
+      }
+      if (go) {
+        f.win = (u8)(GBX_FIFO_WIN_FETCHING | GBX_FIFO_WIN_SHOWN);
+        f.stall = 0;
+        f.bg_n = 0;
+        f.fx = 0;
+        f.fstep = 0;
+        f.discard = (u8)drop;
+        if (!later) {
+          lcd_fifo_fetch_read(b, f, ly, lcdc);
+          f.fstep = 1;
+        }
+        continue;
+      }
+    }
+    if (f.stall && (f.win & GBX_FIFO_WIN_OBJ) && !(lcdc & 0x02)) {
+      // OBJ disabled during an object fetch: the fetch is abandoned and this dot goes on
+      // as a pixel's (SameBoy: object_fetch_aborted).
+      f.stall = 0;
+      f.win = (u8)(f.win & ~(GBX_FIFO_WIN_OBJ | GBX_FIFO_WIN_OBJ_LO));
+    }
     if (f.stall) {
       --f.stall;
+      // The first fetch stops everything; an object fetch only the pixels: the background
+      // fetcher goes on with its tile (reading the registers at its own dots) and waits to
+      // push (SameBoy display.c: the object fetch waits for the fetcher, which is not held).
+      if (dot >= GBX_FIFO_FIRST_FETCH_DOTS) {
+        lcd_fifo_fetcher_step(b, f, ly, lcdc, false);
+        if (f.win & GBX_FIFO_WIN_OBJ) {
+          const u32 o = sel[f.obj_next - 1u];
+          if (f.stall == GBX_FIFO_OBJ_LO_LEFT && f.fstep >= 5) {
+            // Data low with the object size as it is now, kept in the fetcher's tile number
+            // (read already: the wait lets the fetcher reach its data-high step first).
+            f.tile = lcd_vram(b, lcd_fifo_object_addr(b, ly, lcdc, o));
+            f.win = (u8)(f.win | GBX_FIFO_WIN_OBJ_LO);
+          }
+          if (f.stall == 0) {
+            const u32 addr = lcd_fifo_object_addr(b, ly, lcdc, o);
+            const u8 lo = (f.win & GBX_FIFO_WIN_OBJ_LO) ? f.tile : lcd_vram(b, addr);
+            lcd_fifo_merge_object(f, lcd_oam(b, o * 4u + 1u), lcd_oam(b, o * 4u + 3u), lo,
+                                  lcd_vram(b, addr + 1u));
+            f.win = (u8)(f.win & ~(GBX_FIFO_WIN_OBJ | GBX_FIFO_WIN_OBJ_LO));
+          }
+        }
+      }
       continue;
     }
-    const u8 lcdc = *io_reg(b, 0xFF40);
-    // Fetcher: a push when its tile is ready and the FIFO is empty; then the read of its
-    // current step (tile number at step 0, data low at 2, data high at 4), 2 dots a step.
-    if (f.fstep >= 6 && f.bg_n == 0) {
-      f.bg_lo = f.dlo;
-      f.bg_hi = f.dhi;
-      f.bg_n = 8;
-      f.fstep = 0;  // the push dot is the next fetch's first
-      ++f.fx;
-    }
-    if (f.fstep < 6) {
-      lcd_fifo_fetch_read(b, f, ly, lcdc);
-      ++f.fstep;
-    }
+    // Objects left of x 8 whose pixels all fall in the first tile's dropped part: fetched
+    // before that tile is pushed (SameBoy: while the first fetch's pixels are dropped).
+    if (f.x == 0 && f.fx == 0 && f.bg_n == 0 && f.fstep >= 6 && !(f.win & GBX_FIFO_WIN_FETCHING) &&
+        lcd_fifo_object_due(b, f, sel, nobj, lcdc, true))
+      continue;
+    lcd_fifo_fetcher_step(b, f, ly, lcdc, true);
     if (f.bg_n == 0) continue;
     if (!(f.discard & 7u)) {
       // Window start.
       const u32 wx = *io_reg(b, 0xFF4B);
+      const bool late = f.x && f.x + 6u == wx && !(f.win & GBX_FIFO_WIN_WX_NEW);
       if ((lcdc & 0x20) && (b.lcd_flags & GBX_LCD_FLAG_WY_HIT) &&
-          !(f.win & GBX_FIFO_WIN_FETCHING) && (f.x + 7u == wx || (wx < 7u && f.x == 0))) {
+          !(f.win & GBX_FIFO_WIN_FETCHING) && (f.x + 7u == wx || late)) {
+        // A start one pixel late (WX written to a pixel just drawn, the window enabled there):
+        // the DMG's LCD goes back a pixel, so the line from here on is drawn a pixel left
+        // (SameBoy display.c's "LCD-PPU horizontal desync").
+        if (late) f.win = (u8)(f.win | GBX_FIFO_WIN_SHIFT);
         if (f.win & GBX_FIFO_WIN_SHOWN) b.lcd_win_line++;  // a second start: the next row
-        f.win = GBX_FIFO_WIN_FETCHING | GBX_FIFO_WIN_SHOWN;
+        f.win = (u8)((f.win & GBX_FIFO_WIN_SHIFT) | GBX_FIFO_WIN_FETCHING | GBX_FIFO_WIN_SHOWN);
         f.bg_n = 0;
         f.fx = 0;
         f.fstep = 0;  // this dot is the window fetch's first
         lcd_fifo_fetch_read(b, f, ly, lcdc);
         f.fstep = 1;
-        if (wx < 7u) f.discard = (u8)((7u - wx) << 4);
         continue;
       }
-      // Object fetches due at this pixel.
-      bool fetched = false;
-      while (f.obj_next < nobj) {
-        const u32 o = sel[f.obj_next];
-        const u32 ox = lcd_oam(b, o * 4u + 1u);
-        if (ox >= 168u || (ox >= 8u ? ox - 8u : 0u) != f.x) break;
-        ++f.obj_next;
-        if (!(lcdc & 0x02)) continue;
-        lcd_fifo_fetch_object(b, f, ly, lcdc, o);
-        const u32 t = (ox + f.scx7) >> 3;
-        u32 pen = 6;
-        if (t != f.last_tile) {
-          const u32 off = (ox + f.scx7) & 7u;
-          pen += ox == 0 ? 5u : (off < 5u ? 5u - off : 0u);
-          f.last_tile = (u8)t;
-        }
-        f.stall = (u8)(f.stall + pen);
-        fetched = true;
-      }
-      if (fetched) {
-        f.stall = (u8)(f.stall - 1);  // this dot was the first of the stall
-        continue;
-      }
+      // WX matched again by the window's pixel x just after a window tile's push: the DMG
+      // puts a colour-0 pixel in front of the tile (SameBoy display.c "Insert a pixel right
+      // at the FIFO's end"; Mealybug m3_wx_4_change).
+      if ((f.win & GBX_FIFO_WIN_FETCHING) && f.fx >= 2u && f.bg_n == 8u && f.fstep == 1u &&
+          f.x + 7u == wx && GBX_FIFO_WX_INSERT)
+        insert0 = true;
     }
-    // The window's pixels left of the screen (WX 0-6) are dropped as they arrive, taking no
-    // dot (Mealybug m3_window_timing: rows with WX 0-6 start drawing as WX 7 does).
-    while ((f.discard >> 4) && f.bg_n) {
+    // An object fetch due at this pixel (one at a time, in X order).
+    if (lcd_fifo_object_due(b, f, sel, nobj, lcdc, false)) continue;
+    if (!f.bg_n) continue;
+    // One pixel leaves the FIFOs.
+    u32 bgc = ((f.bg_hi >> 7) & 1u) << 1 | ((f.bg_lo >> 7) & 1u);
+    const u32 oc = ((f.ob_hi >> 7) & 1u) << 1 | ((f.ob_lo >> 7) & 1u);
+    const bool opal = (f.ob_pal & 0x80) != 0, oprio = (f.ob_prio & 0x80) != 0;
+    if (insert0) {
+      bgc = 0;
+    } else {
       f.bg_lo = (u8)(f.bg_lo << 1);
       f.bg_hi = (u8)(f.bg_hi << 1);
       --f.bg_n;
-      f.discard = (u8)(f.discard - 16u);
     }
-    if (!f.bg_n) continue;
-    // One pixel leaves the FIFOs.
-    const u32 bgc = ((f.bg_hi >> 7) & 1u) << 1 | ((f.bg_lo >> 7) & 1u);
-    const u32 oc = ((f.ob_hi >> 7) & 1u) << 1 | ((f.ob_lo >> 7) & 1u);
-    const bool opal = (f.ob_pal & 0x80) != 0, oprio = (f.ob_prio & 0x80) != 0;
-    f.bg_lo = (u8)(f.bg_lo << 1);
-    f.bg_hi = (u8)(f.bg_hi << 1);
-    --f.bg_n;
     if (f.discard & 7u) {
       --f.discard;
       continue;
@@ -334,7 +453,12 @@ GBX_NOINLINE void lcd_fifo_run(Machine& b, LcdFifo& f, u32 ly, i64 until, u8* GB
       const u8 pal = *io_reg(b, opal ? 0xFF49 : 0xFF48);
       shade = ((u32)pal >> (2u * oc)) & 3u;
     }
-    lcd_fifo_put_pixel(row, f.x, shade);
+    if (f.win & GBX_FIFO_WIN_SHIFT) {
+      lcd_fifo_put_pixel(row, f.x - 1u, shade);
+      if (f.x == 159u) lcd_fifo_put_pixel(row, f.x, shade);  // the LCD repeats the last
+    } else {
+      lcd_fifo_put_pixel(row, f.x, shade);
+    }
     ++f.x;
   }
   f.dot_lo = (u8)dot;
@@ -421,6 +545,13 @@ GBX_NOINLINE void lcd_catch_up_slow(Machine& b, i64 now) {
   lcd_fifo_store(b, f);
 }
 
+GBX_FN void lcd_fifo_set_win_flag(Machine& b, u8 flag, bool on) {
+  LcdFifo f;
+  lcd_fifo_load(b, f);
+  f.win = on ? (u8)(f.win | flag) : (u8)(f.win & ~flag);
+  lcd_fifo_store(b, f);
+}
+
 // Hook (hw/io.h): before a write of `v` to PPU register `addr` (FF40-FF4B). The pipeline runs
 // up to the write's dot; the register's new value is in force from there, but for one dot:
 //  - DMG palettes (BGP, OBP0, OBP1): the pixel drawn at that dot sees the old and the new
@@ -434,11 +565,28 @@ GBX_FN void lcd_fifo_before_reg_write(Machine& b, u32 addr, u8 v) {
   lcd_catch_up(b, t);
   u8* reg = io_reg(b, addr);
   const u8 old = *reg;
+  if (addr == 0xFF4Bu) {
+    // WX: the old value until GBX_FIFO_WX_DELAY dots after the write's, then one dot in which
+    // the new value starts the window only on an exact match (no late start).
+    lcd_catch_up(b, t + GBX_FIFO_WX_DELAY);
+    *reg = v;
+    lcd_fifo_set_win_flag(b, GBX_FIFO_WIN_WX_NEW, true);
+    lcd_catch_up(b, t + GBX_FIFO_WX_DELAY + 1);
+    lcd_fifo_set_win_flag(b, GBX_FIFO_WIN_WX_NEW, false);
+    *reg = old;
+    return;
+  }
   if (addr - 0xFF47u < 3u)
     *reg = (u8)(old | v);
-  else if (addr == 0xFF40u)
-    *reg = (u8)((v & 0x7C) | (old & 0x83));
-  else
+  else if (addr == 0xFF40u) {
+    // BG and OBJ enables a dot later, but OBJ enable cleared while pixel 0 is next: at once
+    // (SameBoy's DMG LCDC conflict; Mealybug m3_lcdc_obj_en_change).
+    u8 keep = (u8)(old & 0x83);
+    LcdFifo f;
+    lcd_fifo_load(b, f);
+    if (f.active && f.x == 0 && !(v & 0x02) && GBX_FIFO_LCDC_X0) keep = (u8)(keep & ~0x02);
+    *reg = (u8)((v & 0x7C) | keep);
+  } else
     return;
   lcd_catch_up(b, t + 1);
   *reg = old;

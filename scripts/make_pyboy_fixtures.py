@@ -169,13 +169,15 @@ def make(fx: roms.Fixture, pyboy_version: str) -> dict:
 def sweep(name: str, lag: int | None) -> int:
     """Imports fixture `name` at every one of its hook addresses (not only the first that
     meets its condition), runs PyBoy and GBX on 3 frames, and counts the capture points whose
-    result bytes differ after frame 1 or 3. `lag` overrides pyboy_compat.ACCESS_LAG."""
+    result bytes differ after frame 1 or 3. `lag` overrides gbx.pyboy_import.ACCESS_LAG (the
+    importer reads it there; gbx.pyboy_compat re-exports its value)."""
     import gbx
     import gbx.pyboy_compat as pc
+    import gbx.pyboy_import as importer
     import numpy as np
 
     if lag is not None:
-        pc.ACCESS_LAG = lag
+        importer.ACCESS_LAG = lag
     fx = roms.by_name(name)
     if fx.capture[0] != "hook":
         raise SystemExit(
@@ -213,7 +215,7 @@ def sweep(name: str, lag: int | None) -> int:
             print(f"hook {addr:#06x}: GBX {have} PyBoy {want}")
     env.close()
     print(
-        f"{name}, access lag {pc.ACCESS_LAG}: {bad} of {len(fx.capture[1])} capture points differ"
+        f"{name}, access lag {importer.ACCESS_LAG}: {bad} of {len(fx.capture[1])} capture points differ"
     )
     return bad
 

@@ -206,7 +206,12 @@ TEST_CASE("an object at OAM X 0 costs 11 dots of mode 3 whatever SCX is") {
 // second frame, the first frame having no OAM scan on line 0); the PPU then reads row k + 1.
 namespace {
 
-uint8_t oam_seed(int i) { return (uint8_t)(i * 73 + 29); }
+// What the ROM writes into OAM before the trigger (160 bytes).
+std::vector<uint8_t> oam_seed() {
+  std::vector<uint8_t> seed(160);
+  for (int i = 0; i < 160; ++i) seed[i] = (uint8_t)(i * 73 + 29);
+  return seed;
+}
 
 using OamWords = std::array<uint16_t, 80>;  // word w of row r at [4 r + w]
 
@@ -265,45 +270,38 @@ std::vector<uint8_t> oam_after(const char* trigger, int k) {
   a.op(trigger);
   a.label("end").op("JR r8", "end");
   a.org(0x2000).label("seed");
-  std::vector<uint8_t> seed(160);
-  for (int i = 0; i < 160; ++i) seed[i] = oam_seed(i);
-  a.bytes(seed);
+  a.bytes(oam_seed());
   auto be = backend_for(a, 3);
   REQUIRE(be->step({0}).ok());
   return mem(*be, 0xFE00, 0xFEA0);  // the memory view: OAM as held
 }
 
-OamWords seeded() {
-  std::vector<uint8_t> s(160);
-  for (int i = 0; i < 160; ++i) s[i] = oam_seed(i);
-  return oam_words(s);
+// OAM after `trigger` at mode 2's M-cycle k is the seeded OAM with Pan Docs' corruption
+// `model` of row `row` applied (no model: unchanged).
+void check_oam_after(const char* trigger, int k, void (*model)(OamWords&, int) = nullptr,
+                     int row = 0) {
+  OamWords want = oam_words(oam_seed());
+  if (model != nullptr) model(want, row);
+  CHECK(oam_words(oam_after(trigger, k)) == want);
 }
 
 }  // namespace
 
 TEST_CASE("OAM corruption bug: INC rr writes, LD A,(HL) reads, LD A,(HL+) reads during increase") {
   SUBCASE("INC DE in mode 2's M-cycle 4: write corruption of row 5") {
-    OamWords want = seeded();
-    pandocs_write(want, 5);
-    CHECK(oam_words(oam_after("INC DE", 4)) == want);
+    check_oam_after("INC DE", 4, pandocs_write, 5);
   }
   SUBCASE("INC DE in mode 2's M-cycle 18: write corruption of the last row, 19") {
-    OamWords want = seeded();
-    pandocs_write(want, 19);
-    CHECK(oam_words(oam_after("INC DE", 18)) == want);
+    check_oam_after("INC DE", 18, pandocs_write, 19);
   }
   SUBCASE("INC DE one M-cycle later, in the last of mode 2: OAM unchanged") {
-    CHECK(oam_words(oam_after("INC DE", 19)) == seeded());
+    check_oam_after("INC DE", 19);
   }
   SUBCASE("LD A,(HL) in mode 2's M-cycle 2: read corruption of row 3") {
-    OamWords want = seeded();
-    pandocs_read(want, 3);
-    CHECK(oam_words(oam_after("LD A,(HL)", 2)) == want);
+    check_oam_after("LD A,(HL)", 2, pandocs_read, 3);
   }
   SUBCASE("LD A,(HL+) in mode 2's M-cycle 9: read during increase, row 10") {
-    OamWords want = seeded();
-    pandocs_read_increase(want, 10);
-    CHECK(oam_words(oam_after("LD A,(HL+)", 9)) == want);
+    check_oam_after("LD A,(HL+)", 9, pandocs_read_increase, 10);
   }
 }
 

@@ -23,15 +23,11 @@ raises :class:`RecipeTimeout` if it is still zero after ``max_frames``. :func:`s
 runs a recipe from power-on on one env and returns the state; :func:`make` makes every reset
 return to it (``set_reset_state``), so episodes start where the recipe ends.
 
-Rewards are kernel expressions (``reward`` over ``track``). What the expression language
-cannot say yet (it has no popcount over a range of bytes and no memory of visited values) is a
-*host term*, computed in Python after each step from one ``read_memory`` call and added to the
-kernel's reward by :class:`GameEnv`:
-
-- ``("popcount", lo, hi, weight)``: ``weight`` times the increase of the number of set bits in
-  bytes [lo, hi) since the previous step (Pokémon event flags).
-- ``("seen", (addr, ...), weight)``: ``weight`` the first time in an episode that the bytes at
-  those addresses (e.g. map, x, y) take a combination of values (exploration).
+Rewards are kernel expressions (``reward`` over ``track``), computed on the device with every
+other output: the builtins ``popcount``/``sum``/``bcd``/``seen``/``seen_count``
+(docs/guide/rewards.md) say what games need, e.g. Pokémon's event flags
+(``popcount(0xD747, 0xD885)``, tracked, its increase rewarded) and exploration
+(``seen(map << 16 | x << 8 | y)``: 1 the first time in an episode).
 
 Profiles shipped (:data:`PROFILES`): ``arrows`` (built-in), ``2048`` and ``libbet`` (homebrew,
 zlib licence: the files the user has), ``pokemon_red`` and ``pokemon_blue`` (the user's own
@@ -50,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from . import _native
-from .actions import BUTTON_NAMES, button_mask
+from .scripting import ScriptTimeout, parse_buttons, script
 from .vec_env import VecEnv
 
 
@@ -76,7 +72,6 @@ class Profile:
     track: tuple[str, ...] = ()
     reward: str | None = None
     done: str | None = None
-    host_terms: tuple[tuple, ...] = ()
     score: str = ""  # what the episode return measures, in words
     actions: Any = "pokemon8"  # a gbx.actions codec name or a tuple of button labels
     start: tuple[tuple, ...] = ()  # start recipe (gbx.script format)
@@ -109,11 +104,6 @@ ARROWS = Profile(
 )
 
 
-def _bcd(addr: int) -> str:
-    """The expression of one packed-BCD byte's value (0..99)."""
-    return f"((ram({addr:#x}) >> 4) * 10 + (ram({addr:#x}) & 15))"
-
-
 # Sanqui's 2048-gb (zlib licence), the revision in ../shared/games (a title screen, a 6-digit
 # score). Found with gbx.RamSearch (docs/guide/games-and-training.md; tests/python/test_games.py
 # repeats the search and checks the score against the digits on screen): the score is 3 bytes
@@ -134,8 +124,7 @@ GAME_2048 = Profile(
     ram_notes="score_bcd: [lo, hi) 3 bytes packed BCD, big-endian (the sum of the merged "
     "tiles' values); grid: 16 cells, row-major, log2 of the tile (1 = 2, 2 = 4 ...), "
     "0 empty; game_over: shadow OAM byte, non-zero once the game ended",
-    # bcd(0xFFB0) * 10000 + ... with the bcd() builtin (another branch)
-    track=(f"{_bcd(0xFFB0)} * 10000 + {_bcd(0xFFB1)} * 100 + {_bcd(0xFFB2)}",),
+    track=("bcd(0xFFB0, 3)",),
     reward="val(0) - prev(0)",
     done="ram(0xC200) != 0",
     score="the game's score (the sum of the merged tiles' values)",
@@ -223,29 +212,26 @@ def _party_level_sum() -> str:
     )
 
 
-def _bit_count(addr: int) -> str:
-    return " + ".join(f"((ram({addr:#x}) >> {b}) & 1)" for b in range(8))
-
-
 _LEVELS = _party_level_sum()
-# PokemonRedExperiments' level reward: the party's level sum, counted a quarter past 22.
+_EVENTS = POKEMON_RAM["event_flags"]
+# PokemonRedExperiments' reward: the party's level sum (counted a quarter past 22), 10 a badge,
+# 4 an event flag set, and 0.1 each new (map, x, y) of the episode (seen(): the set is cleared
+# on reset). float32 throughout: levels and badges, plus events and exploration summed first.
 _POKEMON_TRACK = (
     f"({_LEVELS}) > 22 ? 22 + (({_LEVELS}) - 22) / 4 : ({_LEVELS})",
-    _bit_count(POKEMON_RAM["badges"]),
+    "popcount(0xD356, 0xD356)",  # wObtainedBadges
+    f"popcount({_EVENTS[0]:#x}, {_EVENTS[1] - 1:#x})",  # wEventFlags (inclusive bounds)
 )
-# With the popcount()/seen() builtins (another branch) the whole reward is one kernel
-# expression: track=["popcount(0xD747, 0xD886)", ...] and "+ 0.1 * seen(ram(0xD35E),
-# ram(0xD362), ram(0xD361))"; here events and exploration are host terms.
+_POKEMON_REWARD = (
+    "(val(0) - prev(0)) + 10 * (val(1) - prev(1)) + (4 * (val(2) - prev(2)) + "
+    "0.1f * seen(ram(0xD35E) << 16 | ram(0xD362) << 8 | ram(0xD361)))"
+)
 _POKEMON_COMMON = dict(
     ram=POKEMON_RAM,
     ram_notes="event_flags and money_bcd are [lo, hi) ranges; party_hp/max_hp are u16 "
     "big-endian; addresses from pret/pokered's symbols (wram.asm)",
     track=_POKEMON_TRACK,
-    reward="(val(0) - prev(0)) + 10 * (val(1) - prev(1))",
-    host_terms=(
-        ("popcount", 0xD747, 0xD886, 4.0),  # +4 per event flag set
-        ("seen", (0xD35E, 0xD362, 0xD361), 0.1),  # +0.1 per new (map, x, y) per episode
-    ),
+    reward=_POKEMON_REWARD,
     score="exploration + events + levels + badges (PokemonRedExperiments style)",
     actions="pokemon8",
     frames_per_step=24,
@@ -319,8 +305,6 @@ def get(name: str) -> Profile:
 
 # -- start recipes ---------------------------------------------------------------------------
 
-_BUTTONS = {n.lower() for n in BUTTON_NAMES}
-
 
 def check_recipe(recipe: Sequence) -> None:
     """Raises ValueError naming the first malformed step of a start recipe."""
@@ -344,7 +328,7 @@ def check_recipe(recipe: Sequence) -> None:
             raise ValueError(bad + "expected (button or 'wait', frames >= 1)")
         if kind != "wait":
             try:
-                button_mask(kind)
+                parse_buttons(kind)
             except ValueError as e:
                 raise ValueError(bad + str(e)) from None
 
@@ -356,8 +340,6 @@ def _positive_int(v) -> bool:
 def start_state(rom, recipe: Sequence, device: str = "cpu") -> bytes:
     """Runs ``recipe`` (:func:`gbx.script` steps) on one env of ``rom`` from power-on and
     returns its state (bytes); a condition that never holds raises :class:`RecipeTimeout`."""
-    from .scripting import ScriptTimeout, script
-
     check_recipe(recipe)
     env = VecEnv(
         rom, 1, device=device, frames_per_step=1, release_after_frames=1, obs={"ram": [0xC000]}
@@ -450,7 +432,7 @@ def make(
         if key not in _START_CACHE:
             _START_CACHE[key] = start_state(spec, profile.start, device=device)
         state = _START_CACHE[key]
-    env = GameEnv(spec, num_envs, obs=obs, host_terms=profile.host_terms, **args)
+    env = GameEnv(spec, num_envs, obs=obs, **args)
     env.profile = profile
     env.start_state = state
     if state is not None:
@@ -459,115 +441,13 @@ def make(
 
 
 class GameEnv(VecEnv):
-    """A VecEnv plus a profile's host reward terms (see the module doc); ``profile`` and
-    ``start_state`` (the recipe's state, or None) are attributes."""
+    """A VecEnv made by :func:`make` for a profile: ``profile`` and ``start_state`` (the
+    recipe's state, or None) are attributes."""
 
-    def __init__(self, rom, num_envs: int, host_terms: Sequence[tuple] = (), **kwargs):
+    def __init__(self, rom, num_envs: int, **kwargs):
         super().__init__(rom, num_envs, **kwargs)
         self.profile: Profile | None = None
         self.start_state: bytes | None = None
-        self._terms = [_HostTerm(t, self.num_envs) for t in host_terms]
-        if self._terms:
-            self._lo = min(t.lo for t in self._terms)
-            self._hi = max(t.hi for t in self._terms)
-
-    def reset(self, *, seed=None, options=None):
-        """As :meth:`gbx.VecEnv.reset`; the Python-side reward terms of the reset envs restart."""
-        out = super().reset(seed=seed, options=options)
-        mask = None if not options else options.get("reset_mask")
-        self._restart_terms(np.ones(self.num_envs, bool) if mask is None else np.asarray(mask))
-        return out
-
-    def load_state(self, i, blob):
-        """As :meth:`gbx.VecEnv.load_state`; env ``i``'s Python-side reward terms restart."""
-        super().load_state(i, blob)
-        mask = np.zeros(self.num_envs, bool)
-        mask[self._index(i)] = True
-        self._restart_terms(mask)
-
-    def copy_state(self, src, dst_mask):
-        """As :meth:`gbx.VecEnv.copy_state`; the destinations' Python-side reward terms restart."""
-        super().copy_state(src, dst_mask)
-        mask = np.asarray(dst_mask).copy()
-        mask[self._index(src)] = False
-        self._restart_terms(mask)
-
-    def _restart_terms(self, mask: np.ndarray) -> None:
-        if self._terms and mask.any():
-            mem = self.read_memory(self._lo, self._hi)
-            for t in self._terms:
-                t.restart(mem, self._lo, mask)
-
-    def _reward_view(self) -> np.ndarray:
-        base = super()._reward_view()
-        if not self._terms:
-            return base
-        # VecEnv.step calls this after the step and the autoresets, with _needs_reset still
-        # the envs that reset in this step: their terms restart from the reset state.
-        mem = self.read_memory(self._lo, self._hi)
-        resetting = self._needs_reset
-        extra = np.zeros(self.num_envs, np.float32)
-        for t in self._terms:
-            extra += t.step(mem, self._lo, resetting)
-        return base + extra
-
-
-_POPCOUNT = np.array([bin(i).count("1") for i in range(256)], np.int64)
-
-
-class _HostTerm:
-    def __init__(self, term: tuple, n: int):
-        if not isinstance(term, tuple) or not term:
-            raise ValueError(
-                f"host term {term!r}: a tuple ('popcount', lo, hi, w) or ('seen', addrs, w)"
-            )
-        self.kind = term[0]
-        if self.kind == "popcount" and len(term) == 4:
-            self.lo, self.hi, self.weight = int(term[1]), int(term[2]), float(term[3])
-            self.prev = np.zeros(n, np.int64)
-        elif self.kind == "seen" and len(term) == 3 and len(term[1]) >= 1:
-            self.addrs = [int(a) for a in term[1]]
-            self.lo, self.hi, self.weight = min(self.addrs), max(self.addrs) + 1, float(term[2])
-            self.seen: list[set] = [set() for _ in range(n)]
-        else:
-            raise ValueError(
-                f"host term {term!r}: a tuple ('popcount', lo, hi, w) or ('seen', addrs, w)"
-            )
-        if not 0 <= self.lo < self.hi <= 0x10000:
-            raise ValueError(f"host term {term!r}: addresses outside 0..0xFFFF")
-
-    def _values(self, mem: np.ndarray, base: int) -> np.ndarray:
-        if self.kind == "popcount":
-            return _POPCOUNT[mem[:, self.lo - base : self.hi - base]].sum(axis=1)
-        key = np.zeros(mem.shape[0], np.int64)
-        for a in self.addrs:
-            key = (key << 8) | mem[:, a - base]
-        return key
-
-    def restart(self, mem: np.ndarray, base: int, mask: np.ndarray) -> None:
-        v = self._values(mem, base)
-        if self.kind == "popcount":
-            self.prev[mask] = v[mask]
-        else:
-            for i in np.flatnonzero(mask):
-                self.seen[i] = {int(v[i])}
-
-    def step(self, mem: np.ndarray, base: int, resetting: np.ndarray) -> np.ndarray:
-        v = self._values(mem, base)
-        out = np.zeros(len(v), np.float32)
-        if self.kind == "popcount":
-            out[:] = self.weight * (v - self.prev)
-            self.prev = v
-        else:
-            for i, k in enumerate(v.tolist()):
-                s = self.seen[i]
-                if k not in s:
-                    s.add(k)
-                    out[i] = self.weight
-        if resetting.any():
-            self.restart(mem, base, resetting)
-            out[resetting] = 0.0
-        return out
 
 
 for _p in (ARROWS, GAME_2048, LIBBET, POKEMON_RED, POKEMON_BLUE):

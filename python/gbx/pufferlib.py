@@ -41,8 +41,7 @@ except ImportError as e:  # pragma: no cover - exercised only without PufferLib
         f"build imports numpy and torch); importing it failed: {e}"
     ) from None
 
-from . import games
-from .vec_env import VecEnv as _GbxVecEnv
+from ._adapters import same_step_reset, wrap_env
 
 
 class PufferEnv(_PufferEnv):
@@ -52,16 +51,9 @@ class PufferEnv(_PufferEnv):
     def __init__(
         self, env: Any, num_envs: int | None = None, buf=None, seed: int = 0, **make_kwargs
     ):
-        if isinstance(env, _GbxVecEnv):
-            if num_envs is not None or make_kwargs:
-                raise ValueError("pass either a gbx.VecEnv or a game with num_envs and options")
-            self.venv = env
-        else:
-            if num_envs is None:
-                raise ValueError("gbx.pufferlib.PufferEnv(game, num_envs, ...) needs num_envs")
-            make_kwargs.setdefault("copy", False)
-            self.venv = games.make(env, num_envs, seed=seed, **make_kwargs)
-        v = self.venv
+        self.venv = v = wrap_env(
+            env, num_envs, make_kwargs, "gbx.pufferlib.PufferEnv", {"copy": False, "seed": seed}
+        )
         from gymnasium import spaces
 
         if not isinstance(v.single_observation_space, spaces.Box):
@@ -87,27 +79,20 @@ class PufferEnv(_PufferEnv):
     def step(self, actions):
         """Steps every env, writing observations, rewards, terminals and truncations into
         PufferLib's buffers (ended envs reset in the same call); returns them and the infos."""
-        obs, reward, term, trunc, info = self.venv.step(np.asarray(actions))
-        done = term | trunc
+        st = same_step_reset(self.venv, actions, reward_out=self.rewards)
         infos: list[dict] = []
-        if done.any():
-            ep = info.get("episode")
-            if ep is not None:
-                ended = info["_episode"]
-                infos.append(
-                    {
-                        "episode_return": float(ep["r"][ended].mean()),
-                        "episode_length": float(ep["l"][ended].mean()),
-                        "episodes": int(ended.sum()),
-                    }
-                )
-            np.copyto(self.rewards, reward)  # before the reset overwrites the backend's buffer
-            obs, _ = self.venv.reset(options={"reset_mask": done})
-        else:
-            np.copyto(self.rewards, reward)
-        np.copyto(self.observations, obs)
-        np.copyto(self.terminals, term)
-        np.copyto(self.truncations, trunc)
+        if st.episode is not None:
+            ended = st.ended
+            infos.append(
+                {
+                    "episode_return": float(st.episode["r"][ended].mean()),
+                    "episode_length": float(st.episode["l"][ended].mean()),
+                    "episodes": int(ended.sum()),
+                }
+            )
+        np.copyto(self.observations, st.obs)
+        np.copyto(self.terminals, st.terminated)
+        np.copyto(self.truncations, st.truncated)
         return self.observations, self.rewards, self.terminals, self.truncations, infos
 
     def close(self):

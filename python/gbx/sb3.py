@@ -37,8 +37,7 @@ except ImportError as e:  # pragma: no cover - exercised only without SB3
         f"gbx.sb3 needs stable-baselines3 (pip install stable-baselines3); importing it failed: {e}"
     ) from None
 
-from . import games
-from .vec_env import VecEnv as _GbxVecEnv
+from ._adapters import same_step_reset, wrap_env
 
 
 class VecEnv(_SB3VecEnv):
@@ -46,15 +45,7 @@ class VecEnv(_SB3VecEnv):
     (``gbx.make``'s arguments)."""
 
     def __init__(self, env: Any, num_envs: int | None = None, **make_kwargs):
-        if isinstance(env, _GbxVecEnv):
-            if num_envs is not None or make_kwargs:
-                raise ValueError("pass either a gbx.VecEnv or a game with num_envs and options")
-            self.venv = env
-        else:
-            if num_envs is None:
-                raise ValueError("gbx.sb3.VecEnv(game, num_envs, ...) needs num_envs")
-            self.venv = games.make(env, num_envs, **make_kwargs)
-        v = self.venv
+        self.venv = v = wrap_env(env, num_envs, make_kwargs, "gbx.sb3.VecEnv")
         super().__init__(v.num_envs, v.single_observation_space, v.single_action_space)
         self.render_mode = v.render_mode
         self._actions = None
@@ -82,22 +73,18 @@ class VecEnv(_SB3VecEnv):
         ``infos[i]["terminal_observation"]`` (SB3's convention). Returns (obs, rewards, dones, infos)."""
         if self._actions is None:
             raise RuntimeError("step_wait() without step_async()")
-        obs, reward, term, trunc, info = self.venv.step(self._actions)
+        st = same_step_reset(self.venv, self._actions, terminal_obs=True)
         self._actions = None
-        done = term | trunc
         infos: list[dict] = [{} for _ in range(self.num_envs)]
-        if done.any():
-            ep = info.get("episode")
-            now = round(time.time() - self._t0, 6)
-            for i in np.flatnonzero(done):
-                infos[i]["terminal_observation"] = _row(obs, i)
-                infos[i]["TimeLimit.truncated"] = bool(trunc[i] and not term[i])
+        if st.done.any():
+            now, ep = round(time.time() - self._t0, 6), st.episode
+            for i, last in st.terminal_obs.items():
+                infos[i]["terminal_observation"] = last
+                infos[i]["TimeLimit.truncated"] = bool(st.truncated[i] and not st.terminated[i])
                 if ep is not None:
                     infos[i]["episode"] = {"r": float(ep["r"][i]), "l": int(ep["l"][i]), "t": now}
-            # SB3 resets in the same step: the ended envs start their next episode now.
-            obs, _ = self.venv.reset(options={"reset_mask": done})
-        self._obs = obs
-        return obs, np.asarray(reward, np.float32), done, infos
+        self._obs = st.obs
+        return st.obs, np.asarray(st.reward, np.float32), st.done, infos
 
     def close(self) -> None:
         """Closes the underlying :class:`gbx.VecEnv`."""
@@ -143,9 +130,3 @@ class VecEnv(_SB3VecEnv):
             if not 0 <= i < self.num_envs:
                 raise IndexError(f"env index {i} out of range (0..{self.num_envs - 1})")
         return out
-
-
-def _row(obs, i):
-    if isinstance(obs, dict):
-        return {k: np.array(v[i]) for k, v in obs.items()}
-    return np.array(obs[i])

@@ -52,19 +52,11 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from .actions import DOWN, LEFT, RIGHT, SELECT, START, UP, A, B
+from .actions import BUTTON_NAMES, button_mask
 from .expressions import HostExpression
 
-BUTTONS = {
-    "a": A,
-    "b": B,
-    "select": SELECT,
-    "start": START,
-    "right": RIGHT,
-    "left": LEFT,
-    "up": UP,
-    "down": DOWN,
-}
+# Button name -> joypad bit (:mod:`gbx.actions` bit order).
+BUTTONS = {name.lower(): 1 << i for i, name in enumerate(BUTTON_NAMES)}
 
 
 class ScriptError(ValueError):
@@ -84,21 +76,34 @@ class ScriptTimeout(RuntimeError):
 
 def parse_buttons(text: str) -> int:
     """``"a"``, ``"up+b"`` ... -> the joypad byte (:mod:`gbx.actions` bit order); ValueError
-    for an unknown or repeated name."""
+    for an unknown or repeated name. Unlike :func:`gbx.actions.button_mask` (action sets), a
+    script names only buttons: ``"noop"`` is no button here (a step without one is
+    ``("wait", frames)``), and a button named twice is an error."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"buttons must be a name like 'a' or 'up+b', got {text!r}")
     byte = 0
     for part in text.split("+"):
         name = part.strip().lower()
-        if name not in BUTTONS:
+        bit = _button_bit(name)
+        if not bit:
             raise ValueError(
                 f"unknown button {part.strip()!r} in {text!r} (buttons: {', '.join(BUTTONS)}; "
                 "join several with '+')"
             )
-        if byte & BUTTONS[name]:
+        if byte & bit:
             raise ValueError(f"button {name!r} named twice in {text!r}")
-        byte |= BUTTONS[name]
+        byte |= bit
     return byte
+
+
+def _button_bit(name: str) -> int:
+    """The joypad bit of one button name (gbx.actions.button_mask), 0 for anything else."""
+    if name == "noop":
+        return 0
+    try:
+        return button_mask(name)
+    except ValueError:
+        return 0
 
 
 def _frames_arg(v, what: str, minimum: int) -> int:

@@ -13,74 +13,23 @@ from gymnasium.vector.utils import batch_space
 
 from . import _native
 from .actions import encode, get_codec
+from .env_options import (
+    RomWarning,
+    check_counts,
+    check_expressions,
+    check_modes,
+    parse_device,
+    parse_hooks,
+)
 from .env_streams import EnvStreams
 from .observations import OBS_V0_DIM, ObsAssembler, parse_obs  # noqa: F401 (OBS_V0_DIM: API)
+from .save_states import SaveStates
 
 # Greys for shades 0..3 (runtime/include/gbx/runtime/screen_image.h kShadeGrey), as RGB.
 _SHADE_RGB = np.array([[0xFF] * 3, [0xAA] * 3, [0x55] * 3, [0x00] * 3], dtype=np.uint8)
 
 
-def _parse_device(device: str) -> tuple[str, int]:
-    if device == "cpu":
-        return "cpu", 0
-    if device == "mgba":  # the reference emulator (libmgba), for checking the kernels
-        return "mgba", 0
-    if isinstance(device, str) and device.startswith("cuda"):
-        rest = device[4:]
-        if rest == "":
-            return "cuda", 0
-        if rest.startswith(":") and rest[1:].isdigit():
-            return "cuda", int(rest[1:])
-    raise ValueError(f"unknown device {device!r} (cpu, cuda, cuda:N or mgba)")
-
-
-class RomWarning(UserWarning):
-    """A ROM that runs but is not what its header says (e.g. a wrong header checksum)."""
-
-
-def parse_hooks(hooks) -> list[tuple[int, int]]:
-    """``hooks=[...]`` entries as (bank, address) pairs, bank -1 for any: an int address,
-    ``"bank:addr"`` (both hexadecimal, e.g. ``"3:4A10"``; a ``0x`` prefix is allowed), a plain
-    hexadecimal string, or a ``(bank, addr)`` tuple. Ranges are checked by the backend."""
-    if isinstance(hooks, (str, bytes, int)):
-        raise ValueError(f"hooks must be a list of addresses (got {hooks!r})")
-    out = []
-    for i, h in enumerate(hooks):
-        bank, addr = -1, None
-        try:
-            if isinstance(h, (int, np.integer)) and not isinstance(h, bool):
-                addr = int(h)
-            elif isinstance(h, str):
-                parts = h.strip().split(":")
-                if len(parts) > 2:
-                    raise ValueError
-                if len(parts) == 2:
-                    bank = int(parts[0], 16)
-                addr = int(parts[-1], 16)
-            elif (
-                isinstance(h, tuple)
-                and len(h) == 2
-                and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in h)
-            ):
-                bank, addr = int(h[0]), int(h[1])
-            else:
-                raise ValueError
-        except ValueError:
-            raise ValueError(
-                f"hooks[{i}] = {h!r}: an address is an int, 'addr' or 'bank:addr' (hex), "
-                f"or a (bank, addr) tuple"
-            ) from None
-        if not 0 <= addr <= 0xFFFF:
-            raise ValueError(f"hooks[{i}] = {h!r}: address {addr:#x} is outside 0x0000-0xFFFF")
-        if bank < -1 or (isinstance(h, str) and bank < 0 and ":" in h) or bank > 0x1FF:
-            raise ValueError(f"hooks[{i}] = {h!r}: bank {bank} is not a ROM bank (0-0x1FF)")
-        out.append((bank, addr))
-    if len(out) > _native.MAX_HOOKS:
-        raise ValueError(f"at most {_native.MAX_HOOKS} hooks (got {len(out)})")
-    return out
-
-
-class VecEnv(gym.vector.VectorEnv):
+class VecEnv(SaveStates, gym.vector.VectorEnv):
     """``num_envs`` Game Boys running ``rom``, stepped together by one synthesized kernel.
 
     Arguments beyond Gymnasium's:
@@ -147,6 +96,9 @@ class VecEnv(gym.vector.VectorEnv):
     env (its action is ignored) and returns its first observation with reward 0 and
     terminated = truncated = False. When an episode ends, ``info["episode"]`` holds ``r``
     (return) and ``l`` (length in steps) for every env, valid where ``info["_episode"]``.
+
+    Save states (``save_state``, ``load_state``, ``copy_state``, ``set_reset_state``):
+    :class:`gbx.save_states.SaveStates`; the arguments' checks: :mod:`gbx.env_options`.
     """
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["rgb_array"]}
@@ -180,52 +132,16 @@ class VecEnv(gym.vector.VectorEnv):
         seen_capacity: int = 4096,
         hooks: Sequence[int | str | tuple[int, int]] = (),
     ):
-        if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool):
-            raise ValueError(f"num_envs must be an int, got {type(num_envs).__name__}")
-        if num_envs < 1:
-            raise ValueError(f"num_envs must be at least 1 (got {num_envs})")
-        if not isinstance(frames_per_step, (int, np.integer)) or frames_per_step < 1:
-            raise ValueError(f"frames_per_step must be an int >= 1 (got {frames_per_step!r})")
-        if release_after_frames < 0:
-            raise ValueError(f"release_after_frames must be >= 0 (got {release_after_frames})")
-        if noop_max < 0:
-            raise ValueError(f"noop_max must be >= 0 (got {noop_max})")
-        if not 0.0 <= sticky_actions <= 1.0:
-            raise ValueError(
-                f"sticky_actions must be a probability in [0, 1] (got {sticky_actions})"
-            )
-        if max_episode_frames is not None and max_episode_frames < 1:
-            raise ValueError(f"max_episode_frames must be >= 1 or None (got {max_episode_frames})")
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode must be None or 'rgb_array' (got {render_mode!r})")
-        if (
-            isinstance(env_offset, bool)
-            or not isinstance(env_offset, (int, np.integer))
-            or env_offset < 0
-        ):
-            raise ValueError(f"env_offset must be an int >= 0 (got {env_offset!r})")
-        track = list(track)
-        if len(track) > _native.USER_TRACK_MAX:
-            raise ValueError(f"at most {_native.USER_TRACK_MAX} tracked values (got {len(track)})")
-        for name, expr in (("reward", reward), ("done", done)):
-            if expr is not None and (not isinstance(expr, str) or not expr.strip()):
-                raise ValueError(f"{name} must be a non-empty C++ expression string or None")
-        if (
-            isinstance(seen_capacity, bool)
-            or not isinstance(seen_capacity, (int, np.integer))
-            or not 1 <= seen_capacity <= _native.SEEN_CAPACITY_MAX
-        ):
-            raise ValueError(
-                f"seen_capacity must be an int in 1..{_native.SEEN_CAPACITY_MAX} "
-                f"(got {seen_capacity!r})"
-            )
+        check_counts(num_envs, frames_per_step, release_after_frames, noop_max, max_episode_frames)
+        check_modes(sticky_actions, render_mode, env_offset)
+        track = check_expressions(track, reward, done, seen_capacity)
         self.hooks = parse_hooks(hooks)
         # No reward: 0 (the kernel's reward_v0 is a stage test, not a reward; only "v0" asks
         # for it). The expression "v0" is not valid C++ over the machine, so the name is free.
         self._reward_kind = "zero" if reward is None else "v0" if reward == "v0" else "expr"
         self._codec = get_codec(actions)
         self._obs_spec = parse_obs(obs, frame_stack, pixel_values)
-        backend, index = _parse_device(device)
+        backend, index = parse_device(device)
         if backend == "mgba" and self._obs_spec.pixels:
             raise ValueError(
                 "device='mgba' has no pixels output (the default obs): pass obs='vec' or a "
@@ -423,32 +339,6 @@ class VecEnv(gym.vector.VectorEnv):
             )
         return self._live().read_memory_all(int(lo), int(hi))
 
-    # -- save states ---------------------------------------------------------------------
-    # A state is a self-describing blob (runtime/include/gbx/runtime/save_state.h): it names
-    # the ROM (SHA-256), the state ABI and the backend kind, and loading refuses one that does
-    # not match with a ValueError, leaving the env untouched.
-
-    def save_state(self, i: int) -> bytes:
-        """Env ``i``'s whole machine state as bytes."""
-        return self._live().save_state(self._index(i))
-
-    def save_states(self) -> list[bytes]:
-        """Every env's state, in env order."""
-        return self._live().save_states()
-
-    def load_state(self, i: int, blob: bytes) -> None:
-        """Puts ``blob`` into env ``i`` (the others are untouched) and starts a new episode
-        there: its return and length restart, a pending autoreset is cancelled, its outputs
-        (the arrays from the last step/reset, which are views) are refreshed from the loaded
-        state and its frame stack is refilled."""
-        i = self._index(i)
-        self._live().load_state(i, _as_blob(blob))
-        mask = np.zeros(self.num_envs, dtype=bool)
-        mask[i] = True
-        self._clear_episode(mask)
-        self._needs_reset[i] = False
-        self._obs.observe(fresh=mask, stepped=False)
-
     def _scripted(self, mask: np.ndarray) -> None:
         """After :mod:`gbx.script` ran frames on the masked envs through the backend: they
         start a new episode, as after :meth:`load_state` (outputs gathered, frame stacks
@@ -457,87 +347,6 @@ class VecEnv(gym.vector.VectorEnv):
         self._clear_episode(mask)
         self._needs_reset[mask] = False
         self._obs.observe(fresh=mask, stepped=False)
-
-    def copy_state(self, src: int, dst_mask) -> None:
-        """Env ``src``'s whole machine state into every env where ``dst_mask`` (bool[num_envs])
-        is set, on the backend itself (cpu: memory copies; cuda: one copy kernel on the
-        device, no host copy): go-explore and "swarm" restarts. ``src`` itself is never
-        overwritten. Each destination starts a new episode as after :meth:`load_state`; its
-        outputs and frame stack are refreshed. cpu and cuda devices."""
-        native = self._live()
-        src = self._index(src)
-        mask = np.asarray(dst_mask)
-        if mask.shape != (self.num_envs,) or mask.dtype != np.bool_:
-            raise ValueError(
-                f"copy_state: dst_mask must be a bool array of shape ({self.num_envs},), "
-                f"got {mask.dtype} {mask.shape}"
-            )
-        mask = mask.copy()
-        mask[src] = False
-        native.copy_state(src, mask.astype(np.uint8))
-        self._clear_episode(mask)
-        self._needs_reset[mask] = False
-        self._obs.observe(fresh=mask, stepped=False)
-
-    def set_reset_state(self, blobs, pool: bool = False) -> None:
-        """What resets (``reset()`` and autoreset) return envs to from now on: ``None`` = the
-        power-on state, one blob = every env, a list of ``num_envs`` blobs = one each. Every
-        blob is checked before any is kept. Nothing is reset now.
-
-        ``pool=True``: ``blobs`` (one or more) is a pool; each reset puts every reset env into
-        one of them drawn from that env's random stream (so from the seed; reproducible and
-        the same in a shard). The backend holds one reset image per env: when a draw changes
-        an env's entry, every env's image is set again (one decode each; on cuda one upload
-        of all of them), a host cost per reset that a device-side pool would not have."""
-        native = self._live()
-        if pool:
-            if isinstance(blobs, (bytes, bytearray, memoryview)):
-                blobs = [blobs]
-            pool_blobs = [_as_blob(b) for b in (blobs or [])]
-            if not pool_blobs:
-                raise ValueError("set_reset_state(pool=True) needs at least one state")
-            # Checked by the backend, num_envs at a time (every blob decoded before any is
-            # kept; a pool larger than num_envs in several such groups).
-            n, k = self.num_envs, len(pool_blobs)
-            for first in range(0, k, n):
-                group = [pool_blobs[(first + i) % k] for i in range(n)]
-                try:
-                    native.set_reset_state(group if n > 1 else group[:1])
-                except ValueError as e:
-                    raise ValueError(f"reset state pool ({k} states): {e}") from None
-            self._pool, self._pool_index = pool_blobs, None
-            return
-        self._pool = self._pool_index = None
-        if blobs is None:
-            blobs = []
-        elif isinstance(blobs, (bytes, bytearray, memoryview)):
-            blobs = [blobs]
-        else:
-            blobs = list(blobs)
-            if len(blobs) not in (1, self.num_envs):
-                raise ValueError(
-                    f"set_reset_state takes one blob or {self.num_envs} (one per env), got {len(blobs)}"
-                )
-        native.set_reset_state([_as_blob(b) for b in blobs])
-
-    def _draw_reset_states(self, mask: np.ndarray | None) -> None:
-        """reset_states: each env in ``mask`` (None: all) draws its pool entry for this reset;
-        the backend's per-env reset images are set again when a draw changed one."""
-        if self._pool is None:
-            return
-        if mask is None:
-            mask = np.ones(self.num_envs, dtype=bool)
-        drawn = self._streams.integers("pool", len(self._pool) - 1, mask)
-        index = (
-            np.zeros(self.num_envs, dtype=np.int64)
-            if self._pool_index is None
-            else self._pool_index.copy()
-        )
-        index[mask] = drawn[mask]
-        if self._pool_index is not None and np.array_equal(index, self._pool_index):
-            return
-        self._live().set_reset_state([self._pool[k] for k in index])
-        self._pool_index = index
 
     def device_arrays(self):
         """cuda: this step's outputs on the GPU as ``gbx.cuda_arrays.CudaArray`` by section
@@ -621,9 +430,3 @@ class VecEnv(gym.vector.VectorEnv):
         self._ep_steps[mask] = 0
         self._ep_frames[mask] = 0
         self._prev_buttons[mask] = 0
-
-
-def _as_blob(b) -> bytes:
-    if not isinstance(b, (bytes, bytearray, memoryview)):
-        raise TypeError(f"a save state is bytes, got {type(b).__name__}")
-    return bytes(b)

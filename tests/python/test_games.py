@@ -1,6 +1,7 @@
-"""gbx.games: profiles as data, the cartridge check, start recipes, host reward terms; the
-Pokémon profile's logic on a stand-in ROM that writes its addresses; 2048.gb and libbet.gb
-(from ../shared/games, skipped per case without them): the score bytes track the game."""
+"""gbx.games: profiles as data, the cartridge check, start recipes; the Pokémon profile's
+logic on a stand-in ROM that writes its addresses (its kernel reward checked against the host
+terms it replaced); 2048.gb and libbet.gb (from ../shared/games, skipped per case without
+them): the score bytes track the game."""
 
 import dataclasses
 import hashlib
@@ -25,7 +26,7 @@ NOOP, A, B, SELECT, START, RIGHT, LEFT, UP, DOWN = range(9)
 
 
 def standin_profile(gbx):
-    """The Pokémon Red profile (addresses, reward, host terms, intro recipe) for the stand-in,
+    """The Pokémon Red profile (addresses, reward, intro recipe) for the stand-in,
     with buttons8 actions so that SELECT (the stand-in's level-up) can be pressed."""
     return dataclasses.replace(
         gbx.games.get("pokemon_red"),
@@ -68,6 +69,8 @@ def test_recipe_checks(gbx):
     check([("start", 4), ("wait", 60), ("a+b", 2), ("until", "ram(0xD35E) == 38", 600)])
     for bad in (
         [("jump", 4)],
+        [("noop", 4)],  # a script holds buttons: ("wait", n) is the step without one
+        [("a+a", 4)],
         [("wait", 0)],
         [("a",)],
         [("until", "ram(1)", 0)],
@@ -150,6 +153,107 @@ def test_pokemon_levels_cap_and_episode_return(gbx):
     assert trunc[0] and info["_episode"][0]
     assert info["episode"]["r"][0] == pytest.approx(17 + 3 + 0.1)
     env.close()
+
+
+class _HostTerms:
+    """The Pokémon profiles' event and exploration rewards as gbx.games computed them on the
+    host before they moved into the kernel: 4 per event-flag bit newly set in [0xD747,
+    0xD886) and 0.1 per (map, x, y) new to the episode, from one read_memory after each step,
+    restarted from the reset state for envs that reset."""
+
+    LO, HI = 0xD35E, 0xD886
+    POPCOUNT = np.array([bin(i).count("1") for i in range(256)], np.int64)
+
+    def __init__(self, mem):
+        n = mem.shape[0]
+        self.prev = np.zeros(n, np.int64)
+        self.seen = [set() for _ in range(n)]
+        self.restart(mem, np.ones(n, bool))
+
+    def _events(self, mem):
+        return self.POPCOUNT[mem[:, 0xD747 - self.LO : 0xD886 - self.LO]].sum(axis=1)
+
+    def _keys(self, mem):
+        m = mem.astype(np.int64)
+        return m[:, 0] << 16 | m[:, 0xD362 - self.LO] << 8 | m[:, 0xD361 - self.LO]
+
+    def restart(self, mem, mask):
+        self.prev[mask] = self._events(mem)[mask]
+        for i in np.flatnonzero(mask):
+            self.seen[i] = {int(self._keys(mem)[i])}
+
+    def step(self, mem, resetting):
+        events = np.zeros(len(mem), np.float32)
+        events[:] = 4.0 * (self._events(mem) - self.prev)
+        self.prev = self._events(mem)
+        seen = np.zeros(len(mem), np.float32)
+        for i, k in enumerate(self._keys(mem).tolist()):
+            if k not in self.seen[i]:
+                self.seen[i].add(k)
+                seen[i] = 0.1
+        extra = np.zeros(len(mem), np.float32)
+        extra += events
+        extra += seen
+        if resetting.any():
+            self.restart(mem, resetting)
+            extra[resetting] = 0.0
+        return extra
+
+
+def test_pokemon_reward_in_the_kernel_equals_the_host_terms(gbx):
+    """The Pokémon reward computed in the kernel (popcount, seen) equals, to the bit, the
+    kernel part it had before (levels, badges) plus the host terms it replaced, over 300
+    random steps of 4 envs with autoresets (40-step episodes) and a masked reset."""
+    profile = dataclasses.replace(standin_profile(gbx), max_episode_frames=24 * 40)
+    n = 4
+    env = gbx.make(profile, n, rom=POKEMON_STANDIN_ROM, obs="ram", seed=0)
+    badges = " + ".join(f"((ram(0xd356) >> {b}) & 1)" for b in range(8))
+    old = gbx.VecEnv(
+        POKEMON_STANDIN_ROM,
+        n,
+        frames_per_step=profile.frames_per_step,
+        release_after_frames=profile.release_after_frames,
+        actions=profile.actions,
+        max_episode_frames=profile.max_episode_frames,
+        obs={"ram": list(profile.obs_ram)},
+        track=[profile.track[0], badges],
+        reward="(val(0) - prev(0)) + 10 * (val(1) - prev(1))",
+    )
+    old.set_reset_state(env.start_state)
+    env.reset(seed=0)
+    old.reset(seed=0)
+    terms = _HostTerms(old.read_memory(_HostTerms.LO, _HostTerms.HI))
+    rng = np.random.default_rng(7)
+    needs_reset = np.zeros(n, bool)
+    ret = np.zeros(n)  # the episode returns the host terms gave
+    nonzero = 0
+    for t in range(300):
+        if t == 150:  # a masked reset: env 2 starts over (its terms restart)
+            mask = np.array([False, False, True, False])
+            env.reset(options={"reset_mask": mask})
+            old.reset(options={"reset_mask": mask})
+            terms.restart(old.read_memory(_HostTerms.LO, _HostTerms.HI), mask)
+            needs_reset &= ~mask
+            ret[mask] = 0.0
+        actions = rng.integers(0, 9, n)
+        _, r, term, trunc, info = env.step(actions)
+        _, base, term_old, trunc_old, info_old = old.step(actions)
+        want = base + terms.step(old.read_memory(_HostTerms.LO, _HostTerms.HI), needs_reset)
+        want[needs_reset] = 0.0
+        assert r.dtype == want.dtype == np.float32
+        assert np.array_equal(r, want), (t, r, want)
+        assert np.array_equal(term | trunc, term_old | trunc_old)
+        ret[needs_reset] = 0.0
+        ret += want
+        if "episode" in info:
+            ended = info["_episode"]
+            assert np.array_equal(info["episode"]["r"][ended], ret[ended].astype(np.float32))
+            assert set(np.flatnonzero(ended)) == set(np.flatnonzero(info_old["_episode"]))
+        needs_reset = term | trunc
+        nonzero += int((r != 0).sum())
+    assert nonzero > 100  # the random walk found new tiles, flags, levels and badges
+    env.close()
+    old.close()
 
 
 # -- the homebrew games in ../shared/games ----------------------------------------------------

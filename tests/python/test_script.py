@@ -121,6 +121,15 @@ def test_bad_steps_raise_before_any_frame(gbx):
         ([("a", 0)], r"frames must be an int >= 1, got 0"),
         ([("wait", -1)], r"frames must be an int >= 0"),
         ([("wait", 2), ("a+a", 2)], r"step 1 .*named twice"),
+        ([("up+UP", 2)], r"button 'up' named twice in 'up\+UP'"),
+        # "noop" is an action set's label (gbx.actions.button_mask), not a button to hold
+        (
+            [("noop", 2)],
+            r"unknown button 'noop' in 'noop' \(buttons: a, b, select, start, right, left, "
+            r"up, down; join several with '\+'\)",
+        ),
+        ([("a+noop", 2)], r"unknown button 'noop' in 'a\+noop'"),
+        ([("a+", 2)], r"unknown button '' in 'a\+'"),
         ([("until", "ram(0xC003 == 1", 10)], r"<script step 0>:1:\d+: .*expected '\)'"),
         ([("until", "prev(0) > 1", 10)], r"only available in reward and done"),
         ([("until", "ram(0xC003) == 1", 0)], r"max_frames must be an int >= 1"),

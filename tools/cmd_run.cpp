@@ -300,6 +300,11 @@ int cmd_run(const RunOptions& o) {
     policy = std::move(parsed.value());
   }
   const bool tiering = cfg.specialize_auto_frames > 0;
+  // Instructions retired before the loop, for the specialized kernel's share at the end.
+  long long instr_before = 0;
+  if (o.specialize != "off")
+    for (int i = 0; i < be.num_envs(); ++i)
+      if (auto s = be.get_cpu_state(i)) instr_before += (long long)s.value().instr_count;
   long long specialized_from = 0;  // auto: the first step (1-based) on the specialized kernel
   for (long long i = 0; i < steps; ++i) {
     if (policy) policy->fill(i, be.num_envs(), actions);
@@ -319,6 +324,16 @@ int cmd_run(const RunOptions& o) {
     print_kernel_load(*cpu, plan_ms, plan_cpu_ms);
   if (const auto* cuda = dynamic_cast<const CudaBackend*>(&be)) print_start_tier(*cuda);
   if (tiering) print_specialize(be, o.specialize, specialized_from, steps);
+  if (o.specialize != "off") {
+    // The specialized blocks' share of the instructions this run retired (all envs).
+    long long instr = -instr_before, spec = 0;
+    for (int i = 0; i < be.num_envs(); ++i)
+      if (auto s = be.get_cpu_state(i)) instr += (long long)s.value().instr_count;
+    if (auto counts = be.specialized_instr_counts())
+      for (const int64_t n : counts.value()) spec += n;
+    std::printf("specialized blocks retired %lld of %lld instructions (%.1f%%)\n", spec, instr,
+                instr > 0 ? 100.0 * (double)spec / (double)instr : 0.0);
+  }
   if (o.print_state || !o.serial) {
     auto s = be.get_cpu_state(o.env);
     if (!s) return tool::fail(s.error());

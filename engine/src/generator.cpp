@@ -339,10 +339,7 @@ class Generator {
     out += "\n" + line_directive(f.body_line, f.path);
     for (const auto& line : body.value().lines)
       out += line.empty() ? "\n" : "          " + line + "\n";
-    // EI, HALT and STOP change what the loop top checks (EI delay, HALT bug, run state): they
-    // go round the loop, so GBX_NEXT_OP need not test those.
-    const bool loop_top = e.cb || e.family == "ei" || e.family == "halt" || e.family == "stop";
-    out += loop_top ? "        } break;\n" : "        } GBX_NEXT_OP break;\n";
+    out += e.cb ? "        } break;\n" : "        } GBX_NEXT_OP break;\n";
     return out;
   }
 

@@ -5,7 +5,7 @@
 #   1. The suite with the toolkit hidden (scripts/without-cuda-toolkit), as step 2 of
 #      scripts/test.sh: NVRTC compiles skip (they spend minutes inside the uninstrumented
 #      libnvrtc, and the host code around them is what the normal suite runs with NVRTC).
-#   2. The suites on the CUDA driver double (test_cuda_double, test_cuda_backend_on_double*):
+#   2. Suites on the CUDA driver double (test_cuda_double, test_cuda_backend_on_double):
 #      the cuda backend's host code, with NVRTC as scripts/test.sh's step 3 has it (toolkit,
 #      or the wheel in $VIRTUAL_ENV). GBX_ASAN_KERNEL_CACHE=DIR (scripts/test.sh passes
 #      build/test-cache, filled by the normal suite) is copied into build-asan/test-cache
@@ -58,6 +58,11 @@ fi
 # "LeakSanitizer has encountered a fatal error"; GCC 12's libsanitizer, cause not established),
 # first in test_cuda_backend and test_cuda_specialize, since 2026-11-25 in test_cuda_double too
 # (even its first case alone). ASan and UBSan stay on for all of them.
+# Two of the four: the double itself and the cuda backend's host paths (create, step, reset,
+# copies, save states, memory reads). Left out for CI's time (2026-11-27, a fresh clone on the
+# 2-core VM, quiet: 217 s and 296 s of the normal run's 686 s on the double): _roms, the same
+# host paths over every built-in ROM, and specialize_on_double, the cuda tier-up, whose shared
+# state machine (backends/tier_up.cpp) step 1 covers through the cpu backend's test_specialize.
 ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0 ctest --output-on-failure -j 2 --timeout 1500 \
-  -R '^test_cuda_(backend_on_double(_roms)?|double|specialize_on_double)$' || rc=$?
+  -R '^test_cuda_(backend_on_double|double)$' || rc=$?
 exit "${rc:-0}"

@@ -4,8 +4,7 @@
 # The SM83 suite is read from ../shared/conformance (or -DGBX_CONFORMANCE_ARCHIVE=...);
 # absent, that test skips. Two C++ builds in all: build/ and build-asan/.
 #   GBX_TEST_ASAN=0          skip the sanitizer build and suite (scripts/build-asan.sh,
-#                            scripts/test-asan.sh; measured there in CPU-seconds: build
-#                            ~1070, suite without the double ~580)
+#                            scripts/test-asan.sh, which says what it leaves out for time)
 #   GBX_TEST_NVRTC_WHEEL=0   skip the NVRTC-wheel job (no network)
 #   GBX_TEST_PYBOY=1         also install PyBoy 2.8.1 (~250 MB) and run gbx.pyboy_compat's live
 #                            comparison with it (otherwise those tests skip)

@@ -92,7 +92,9 @@ step "suites on the CUDA driver double"
 skip_summary
 
 # 4. Python: a venv from the running python3, `pip install .` linking the static libraries just
-#    built (GBX_PREBUILT_DIR: only the nanobind module is compiled), then pytest.
+#    built (GBX_PREBUILT_DIR: only the nanobind module is compiled), then pytest, one worker per
+#    core (pytest-xdist; GBX_PYTEST_WORKERS=N to choose). The kernel cache is safe to share
+#    between processes (each entry is written aside and renamed into place).
 step "Python package and pytest"
 venv="$build/pyvenv"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
@@ -109,7 +111,8 @@ nvrtc_lib=$(ls "${nvrtc_venv:-/nonexistent}"/lib/python3*/site-packages/nvidia/{
 pytest_rc=0
 (cd "$root/tests/python" && env GBX_TEST_REQUIRE_CUDA_DOUBLE=1 \
   ${nvrtc_lib:+"GBX_NVRTC_LIBRARY=$nvrtc_lib"} \
-  GBX_TEST_REQUIRE_MGBA=1 "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider .) || pytest_rc=$?
+  GBX_TEST_REQUIRE_MGBA=1 "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider \
+  -n "${GBX_PYTEST_WORKERS:-auto}" --dist worksteal .) || pytest_rc=$?
 if [ "$pytest_rc" -eq 5 ]; then
   echo "error: pytest collected no tests in tests/python" >&2
   exit 1

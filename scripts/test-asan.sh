@@ -7,11 +7,10 @@
 #      libnvrtc, and the host code around them is what the normal suite runs with NVRTC).
 #   2. Suites on the CUDA driver double (test_cuda_double, test_cuda_backend_on_double):
 #      the cuda backend's host code, with NVRTC as scripts/test.sh's step 3 has it (toolkit,
-#      or the wheel in $VIRTUAL_ENV). GBX_ASAN_KERNEL_CACHE=DIR (scripts/test.sh passes
-#      build/test-cache, filled by the normal suite) is copied into build-asan/test-cache
-#      first, so the kernels NVRTC and the double's host compile made there are cache hits
-#      here instead of minutes of uninstrumented compiling. Without NVRTC, step 2 is skipped
-#      with a line saying so.
+#      or the wheel in $VIRTUAL_ENV). Without NVRTC, step 2 is skipped with a line saying so.
+#   GBX_ASAN_KERNEL_CACHE=DIR (scripts/test.sh passes build/test-cache, filled by the normal
+#   suite) is copied into build-asan/test-cache before step 1, so the kernels compiled there
+#   are cache hits here instead of minutes of uninstrumented compiling.
 # Left out, for time (and the JIT-bound suites named at step 1 below):
 #   test_conformance  the SM83 suite (500 opcodes x 1000 cases) through the JIT-ed,
 #                     uninstrumented kernel: minutes of non-sanitized work
@@ -31,6 +30,15 @@ if [ $# -gt 0 ]; then
   exec "$root/scripts/without-cuda-toolkit" ctest --output-on-failure -j 2 --timeout 1500 "$@"
 fi
 double='^test_cuda_(backend_on_double(_roms)?|double|specialize_on_double)$'
+# The normal run's kernels (GBX_ASAN_KERNEL_CACHE) are cache hits for both steps: a key is the
+# kernel's source, compiler and host CPU, not the build of GBX that asks, so what is sanitized
+# is GBX's host code around the cache (lookup, load, link) rather than minutes of compiling in
+# the uninstrumented libclang and NVRTC. Cases that compile into their own temporary cache
+# directories (test_cache's, test_verify's, ...) still compile with ASan on.
+if [ -n "${GBX_ASAN_KERNEL_CACHE:-}" ] && [ -d "$GBX_ASAN_KERNEL_CACHE" ]; then
+  mkdir -p "$GBX_CACHE_DIR"
+  cp -a "$GBX_ASAN_KERNEL_CACHE/." "$GBX_CACHE_DIR/"
+fi
 # Step 1 hides every NVRTC, the wheel in $VIRTUAL_ENV included (step 2 uses it).
 # Also left out of step 1, for CI's time: suites whose minutes go to JIT-compiling and running
 # kernels (uninstrumented), not to GBX's host code, which other suites here run too
@@ -53,10 +61,6 @@ if [ -n "${VIRTUAL_ENV:-}" ]; then
   for d in "$VIRTUAL_ENV"/lib/python3*/site-packages/nvidia/{cu13,cuda_nvrtc}/lib; do
     [ -d "$d" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   done
-fi
-if [ -n "${GBX_ASAN_KERNEL_CACHE:-}" ] && [ -d "$GBX_ASAN_KERNEL_CACHE" ]; then
-  mkdir -p "$GBX_CACHE_DIR"
-  cp -a "$GBX_ASAN_KERNEL_CACHE/." "$GBX_CACHE_DIR/"
 fi
 # The suites on the double run without LeakSanitizer: there, after every case had passed,
 # LSan's own tracer thread crashed at exit ("Tracer caught signal 11: addr=0x1c0",

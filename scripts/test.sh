@@ -71,7 +71,7 @@ if [ "${GBX_TEST_NVRTC_WHEEL:-1}" != 0 ]; then
   wheel_cache=$(mktemp -d)
   trap 'rm -rf "$wheel_cache"' EXIT
   (cd "$build" && VIRTUAL_ENV="$venv" GBX_CACHE_DIR="$wheel_cache/suite" "$without_toolkit" \
-    ctest --output-on-failure -R "$nvrtc_tests" --timeout 1500)
+    ctest --output-on-failure -j 2 -R "$nvrtc_tests" --timeout 1500)
   skip_summary
   # Must compile, not skip: the wheel is there.
   out=$(VIRTUAL_ENV="$venv" GBX_CACHE_DIR="$wheel_cache/synth" "$without_toolkit" \

@@ -39,7 +39,7 @@ struct BenchCli {
   std::string out = "artifacts";
   bool verbose = false;
   bool rtc_lock = false;
-  std::string ppu = "line";
+  std::string ppu{to_string(kDefaultPpu)};
   std::string layout = "env_major";
   std::string specialize = "off";
   std::string load_state;
@@ -83,7 +83,7 @@ int cmd_bench(const BenchCli& c) {
     return tool::fail(make_error(ErrorKind::Usage,
                                  "unknown --layout '" + c.layout + "' (env_major, interleaved)"));
   o.layout = *layout;
-  o.ppu = parse_ppu_model(c.ppu).value_or(PpuModel::Line);  // checked by CLI11
+  o.ppu = parse_ppu_model(c.ppu).value_or(kDefaultPpu);  // checked by CLI11
   o.sync_every = c.sync_every;
   o.block_size = c.block_size;
   o.device_index = c.device_index;
@@ -125,12 +125,12 @@ struct StagesCli {
   InterleavedBenchOptions o;
   std::string envs = "64";
   std::vector<std::string> variants = {"emulate_only", "obs_only:pixels"};
-  std::string ppu = "line";
+  std::string ppu{to_string(kDefaultPpu)};
 };
 
 int cmd_bench_stages(StagesCli& c) {
   c.o.variants.clear();
-  c.o.ppu = parse_ppu_model(c.ppu).value_or(PpuModel::Line);  // checked by CLI11
+  c.o.ppu = parse_ppu_model(c.ppu).value_or(kDefaultPpu);  // checked by CLI11
   for (const std::string& v : c.variants) {
     auto parsed = parse_stage_variant(v);
     if (!parsed) return tool::fail(parsed.error());

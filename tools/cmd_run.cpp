@@ -45,7 +45,7 @@ struct RunOptions {
   bool verbose = false;
   bool rtc_lock = false;
   std::string layout = "env_major";
-  std::string ppu = "line";
+  std::string ppu{to_string(kDefaultPpu)};
   std::string sav;           // battery RAM file: loaded into every env, env K's written at exit
   std::string read_mem;      // LO:HI, memory view
   std::string read_mem_raw;  // LO:HI, cartridge RAM as held even when disabled
@@ -259,7 +259,7 @@ int cmd_run(const RunOptions& o) {
   cfg.verbose = o.verbose;
   cfg.rtc_lock = o.rtc_lock;
   cfg.layout = *layout;
-  cfg.ppu = parse_ppu_model(o.ppu).value_or(PpuModel::Line);  // checked by CLI11
+  cfg.ppu = parse_ppu_model(o.ppu).value_or(kDefaultPpu);  // checked by CLI11
   if (o.tiered_start != "on" && o.tiered_start != "off")
     return tool::fail(
         make_error(ErrorKind::Usage, "unknown --tiered-start '" + o.tiered_start + "' (on, off)"));

@@ -18,7 +18,7 @@ struct TestRomCli {
   std::string backend = "cpu";
   std::string expect_png;
   std::string rule = "auto";
-  std::string ppu = "line";
+  std::string ppu{to_string(kDefaultPpu)};
   std::string screen_out;
   bool verbose = false;
 };
@@ -48,7 +48,7 @@ int cmd_testrom(const TestRomCli& c) {
   o.backend = c.backend;
   o.max_frames = c.frames;
   o.verbose = c.verbose;
-  o.ppu = parse_ppu_model(c.ppu).value_or(PpuModel::Line);  // checked by CLI11
+  o.ppu = parse_ppu_model(c.ppu).value_or(kDefaultPpu);  // checked by CLI11
   int passed = 0, failed = 0, skipped = 0;
   for (const std::string& path : c.roms) {
     const std::string png = expected_png_for(c.expect_png, path);

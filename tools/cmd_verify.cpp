@@ -28,7 +28,7 @@ struct VerifyCli {
   std::string fault;
   std::string out = "artifacts";
   bool rtc_lock = false;
-  std::string ppu = "line";
+  std::string ppu{to_string(kDefaultPpu)};
   std::string layout = "env_major";
   std::string dut_layout;
   bool screen = false;
@@ -80,7 +80,7 @@ int cmd_verify(const VerifyCli& c, const std::vector<std::string>& args) {
         "unknown --layout '" + (layout ? c.dut_layout : c.layout) + "' (env_major, interleaved)"));
   o.layout = *layout;
   o.dut_layout = *dut_layout;
-  o.ppu = parse_ppu_model(c.ppu).value_or(PpuModel::Line);  // checked by CLI11
+  o.ppu = parse_ppu_model(c.ppu).value_or(kDefaultPpu);  // checked by CLI11
   o.screen = c.screen;
   for (const std::string& r : c.regions) {
     auto region = parse_mem_region(r);

@@ -62,7 +62,7 @@ Result<SynthParams> parse_params(Stage stage, const KernelOptions& o) {
   p.run_mode = *rm;
   p.rtc_lock = o.rtc_lock;
   p.layout = *layout;
-  p.ppu = parse_ppu_model(o.ppu).value_or(PpuModel::Line);  // checked by CLI11
+  p.ppu = parse_ppu_model(o.ppu).value_or(kDefaultPpu);  // checked by CLI11
   p.obs = *obs;
   p.obs_format = *fmt;
   p.render = o.render;

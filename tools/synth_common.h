@@ -28,7 +28,7 @@ struct KernelOptions {
   std::string run_mode = "frames";
   bool rtc_lock = false;
   std::string layout = "env_major";
-  std::string ppu = "line";
+  std::string ppu{to_string(kDefaultPpu)};
   std::string obs = "vec";
   std::string obs_format = "full";
   bool render = false;

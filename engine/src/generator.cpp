@@ -114,7 +114,7 @@ class Generator {
     if (params_.profile) out += "#define GBX_PROFILE 1\n";
     // Only fifo kernels define it (and include hw/ppu_fifo.h: PPU_RENDERER below), so a line
     // kernel's source stays what it was.
-    if (params_.ppu == PpuModel::Fifo) out += "#define GBX_PPU_FIFO 1\n";
+    if (synth_ppu(params_) == PpuModel::Fifo) out += "#define GBX_PPU_FIFO 1\n";
     if (params_.uses_seen()) {
       if (params_.seen_capacity < 1 || params_.seen_capacity > kSeenCapacityMax)
         return make_error(ErrorKind::Usage, "seen_capacity must be 1.." +
@@ -239,7 +239,7 @@ class Generator {
                         if (site == "CB_DISPATCH") return dispatch(true);
                         if (site == "POST_STEP_DISPATCH") return epilogs();
                         if (site == "PPU_FIFO")
-                          return params_.ppu == PpuModel::Fifo ? include_file("hw/ppu_fifo.h")
+                          return synth_ppu(params_) == PpuModel::Fifo ? include_file("hw/ppu_fifo.h")
                                                                : Result<std::string>(std::string());
                         if (site == "SPECIALIZED_BLOCKS")
                           return params_.specialize ? specialized_blocks(*params_.specialize)

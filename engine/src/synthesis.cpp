@@ -129,7 +129,8 @@ std::string SynthParams::canonical() const {
   // Only when set, so the canonical form (and key) of every existing kernel stays the same.
   if (rtc_lock) out += ";rtc_lock=1";
   if (layout != MemLayout::EnvMajor) out += ";layout=" + std::string(to_string(layout));
-  if (ppu != PpuModel::Line) out += ";ppu=" + std::string(to_string(ppu));
+  // Only fifo, so a line kernel's key is what it was before the parameter existed.
+  if (synth_ppu(*this) != PpuModel::Line) out += ";ppu=" + std::string(to_string(ppu));
   if (profile) out += ";profile=1";
   if (!hooks.empty()) {
     out += ";hooks=";

@@ -88,9 +88,10 @@ class VecEnv(SaveStates, gym.vector.VectorEnv):
       first N frames (default 60) run on a profiling interpreter, then the specialized kernel
       compiles in the background and is swapped in between steps; no step waits for it.
       ``backend.specialize_status`` says where it is; ``backend.finish_tier_up()`` waits.
-    - ``ppu``: the pixel model compiled into the kernel: ``"line"`` (default; each scanline
-      drawn at one dot) or ``"fifo"`` (the dot-by-dot pixel FIFO: registers written during
-      mode 3 land on the right pixels; docs/machine/ppu-fifo.md).
+    - ``ppu``: the pixel model compiled into the kernel: ``"fifo"`` (default; the dot-by-dot
+      pixel FIFO: registers written during mode 3 land on the right pixels) or ``"line"``
+      (each scanline drawn at one dot: a few percent faster where games write no registers
+      during mode 3; docs/machine/ppu-fifo.md). Kernels that draw nothing are the same.
 
     Autoreset is Gymnasium's NEXT_STEP: the ``step`` after an env's episode ended resets that
     env (its action is ignored) and returns its first observation with reward 0 and
@@ -128,7 +129,7 @@ class VecEnv(SaveStates, gym.vector.VectorEnv):
         specialize: str = "off",
         pixel_values: str = "shades",
         reset_states: Sequence[bytes] | None = None,
-        ppu: str = "line",
+        ppu: str = "fifo",
         seen_capacity: int = 4096,
         hooks: Sequence[int | str | tuple[int, int]] = (),
     ):

@@ -286,7 +286,7 @@ void bind_env(NativeClass& c) {
         "device_index"_a = 0, "stage"_a = "full_step", "reward"_a = "", "done"_a = "",
         "track"_a = std::vector<std::string>(), "obs"_a = "vec", "obs_format"_a = "full",
         "gather"_a = std::vector<int>(), "render"_a = false, "tiered_start"_a = false,
-        "specialize"_a = "off", "ppu"_a = "line", "seen_capacity"_a = 4096,
+        "specialize"_a = "off", "ppu"_a = "fifo", "seen_capacity"_a = 4096,
         "hooks"_a = std::vector<std::pair<int64_t, int64_t>>());
   c.def("reset", &Native::reset, "seed"_a = 0);
   c.def("reset_envs", &Native::reset_envs, "mask"_a, "gather"_a = true);

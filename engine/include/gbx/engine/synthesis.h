@@ -29,6 +29,9 @@ enum class ObsFormat { Full, Half, Packed };
 // with the registers then in force) or the dot-by-dot pixel FIFO (templates/hw/ppu_fifo.h). A
 // kernel contains only the chosen one.
 enum class PpuModel { Line, Fifo };
+// The default: fifo, chosen by the measurements in docs/machine/ppu-fifo.md ("Cost": at most a
+// few percent on game-shaped workloads, as lines without mode-3 writes take the line path).
+inline constexpr PpuModel kDefaultPpu = PpuModel::Fifo;
 
 // A hook (BackendConfig::hooks): execution reaching `addr` at an instruction fetch is counted
 // per env and step. bank >= 0 (addresses 4000-7FFF only): only while that ROM bank is mapped
@@ -77,7 +80,7 @@ struct SynthParams {
   std::vector<HookAddr> hooks;
   bool rtc_lock = false;  // cartridge clocks (MBC3 RTC) never advance
   MemLayout layout = MemLayout::EnvMajor;
-  PpuModel ppu = PpuModel::Line;
+  PpuModel ppu = kDefaultPpu;
   // Profiling interpreter: counts instructions executed per ROM offset into
   // GbxParams::profile_counts. Not compiled in otherwise.
   bool profile = false;
@@ -114,6 +117,13 @@ inline bool stage_writes_reward(Stage s) { return s == Stage::RewardOnly || s ==
 // Whether a kernel with these parameters draws the screen.
 inline bool synth_renders(const SynthParams& p) {
   return p.render || (p.obs == ObsKind::Pixels && stage_writes_obs(p.stage));
+}
+// The pixel model a kernel is built with: a kernel that draws nothing has no renderer, and the
+// two models' code outside the renderer is the same (mode 3's length, STAT and the VRAM/OAM
+// locks come from hw/ppu.h in both), so it is built, keyed and cached as line's whatever `ppu`
+// says.
+inline PpuModel synth_ppu(const SynthParams& p) {
+  return synth_renders(p) ? p.ppu : PpuModel::Line;
 }
 // Bytes of one env's pixels observation in format f.
 inline int pixels_obs_bytes(ObsFormat f) {

@@ -17,7 +17,7 @@ struct StageVariant {
   ObsFormat obs_format = ObsFormat::Full;
   int threads = -1;               // @tN: this variant's cpu threads; -1 = the options' threads
   bool specialized = false;       // @spec: the ROM-specialized kernel (InterleavedBenchOptions)
-  PpuModel ppu = PpuModel::Line;  // @fifo / @line: the pixel model (default: the options' ppu)
+  PpuModel ppu = kDefaultPpu;  // @fifo / @line: the pixel model (default: the options' ppu)
   bool ppu_set = false;
 };
 
@@ -44,7 +44,7 @@ struct InterleavedBenchOptions {
   // For @spec variants: profile:FILE or auto[:N] (auto profiles and waits for the compile
   // before the warm-up, so every timed step runs the specialized kernel).
   std::string specialize;
-  PpuModel ppu = PpuModel::Line;  // variants without @fifo / @line
+  PpuModel ppu = kDefaultPpu;  // variants without @fifo / @line
   // A save state every env of every variant starts from (bench.h's load_state); "" = power-on.
   std::string load_state;
   std::vector<StageVariant> variants;

@@ -579,12 +579,14 @@ GBX_FN void lcd_fifo_before_reg_write(Machine& b, u32 addr, u8 v) {
   if (addr - 0xFF47u < 3u)
     *reg = (u8)(old | v);
   else if (addr == 0xFF40u) {
-    // BG and OBJ enables a dot later, but OBJ enable cleared while pixel 0 is next: at once
-    // (SameBoy's DMG LCDC conflict; Mealybug m3_lcdc_obj_en_change).
+    // BG and OBJ enables a dot later, but either cleared while pixel 0 is next: at once
+    // (SameBoy's DMG LCDC conflict for OBJ, Mealybug m3_lcdc_obj_en_change; the same for BG,
+    // m3_lcdc_bg_en_change: with an object at X 2, pixel 0 lands on the clearing write's dot
+    // and is drawn without BG, pixel 1 at that dot with X 3 keeps it).
     u8 keep = (u8)(old & 0x83);
     LcdFifo f;
     lcd_fifo_load(b, f);
-    if (f.active && f.x == 0 && !(v & 0x02) && GBX_FIFO_LCDC_X0) keep = (u8)(keep & ~0x02);
+    if (f.active && f.x == 0 && GBX_FIFO_LCDC_X0) keep = (u8)(keep & (v | ~0x03));
     *reg = (u8)((v & 0x7C) | keep);
   } else
     return;

@@ -51,6 +51,11 @@
 // The fine scroll (SCX % 8) is taken during the first fetch: Mealybug m3_scx_low_3_bits
 // writes SCX 4 dots apart on its two halves, the first taken, the second not.
 #define GBX_FIFO_SCX_LATCH_DOT 10
+// The line's first tile number (SCY, SCX >> 3, LCDC bit 3) is read 2 dots before that fetch's
+// tile-number step; its data at the usual steps. Mealybug m3_scy_change: SCY written at dot 12
+// is not seen by the first tile's map row but is by its data rows. SameBoy display.c reads it
+// at its mode-3 loop's first dot, 8 dots before pixel 0 as ours is 8 dots after dot 11.
+#define GBX_FIFO_TILE0_DOT (GBX_FIFO_FIRST_FETCH_DOTS - 2)
 #define GBX_FIFO_IDLE_LINE 0xFF
 #define GBX_FIFO_WIN_FETCHING 0x01  // LcdFifo::win: the fetcher is on the window map
 #define GBX_FIFO_WIN_SHOWN 0x02     // the window started on this line

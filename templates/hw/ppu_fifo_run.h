@@ -63,6 +63,8 @@ GBX_NOINLINE void lcd_fifo_run(Machine& b, LcdFifo& f, u32 ly, i64 until, u8* GB
     }
     if (f.stall) {
       --f.stall;
+      // The line's first tile number, read before the fetch's data steps (below).
+      if (dot == GBX_FIFO_TILE0_DOT) lcd_fifo_fetch_read(b, f, ly, lcdc);
       // The first fetch stops everything; an object fetch only the pixels: the background
       // fetcher goes on with its tile (reading the registers at its own dots) and waits to
       // push (SameBoy display.c: the object fetch waits for the fetcher, which is not held).
@@ -92,7 +94,10 @@ GBX_NOINLINE void lcd_fifo_run(Machine& b, LcdFifo& f, u32 ly, i64 until, u8* GB
     if (f.x == 0 && f.fx == 0 && f.bg_n == 0 && f.fstep >= 6 && !(f.win & GBX_FIFO_WIN_FETCHING) &&
         lcd_fifo_object_due(b, f, sel, nobj, lcdc, true))
       continue;
-    lcd_fifo_fetcher_step(b, f, ly, lcdc, true);
+    if (dot == GBX_FIFO_FIRST_FETCH_DOTS && f.fstep == 0 && !(f.win & GBX_FIFO_WIN_FETCHING))
+      f.fstep = 1;  // the first tile's number step: read at GBX_FIFO_TILE0_DOT
+    else
+      lcd_fifo_fetcher_step(b, f, ly, lcdc, true);
     if (f.bg_n == 0) continue;
     if (!(f.discard & 7u)) {
       // Window start.

@@ -57,16 +57,15 @@
 // at its mode-3 loop's first dot, 8 dots before pixel 0 as ours is 8 dots after dot 11.
 #define GBX_FIFO_TILE0_DOT (GBX_FIFO_FIRST_FETCH_DOTS - 2)
 #define GBX_FIFO_IDLE_LINE 0xFF
-#define GBX_FIFO_WIN_FETCHING 0x01  // LcdFifo::win: the fetcher is on the window map
-#define GBX_FIFO_WIN_SHOWN 0x02     // the window started on this line
-#define GBX_FIFO_WIN_WX_NEW 0x04    // WX was written at this dot (no late start)
-#define GBX_FIFO_WIN_SHIFT 0x08     // a late window start shifted the line a pixel left
-#define GBX_FIFO_WIN_OBJ 0x10       // an object fetch (sel[obj_next - 1]) is under way
-#define GBX_FIFO_WIN_OBJ_LO 0x20    // ... and its data low byte is in LcdFifo::tile
-// Dots of an object fetch's stall left after the one that reads its data low byte.
+#define GBX_FIFO_WIN_FETCHING 0x01   // LcdFifo::win: the fetcher is on the window map
+#define GBX_FIFO_WIN_SHOWN 0x02      // the window started on this line
+#define GBX_FIFO_WIN_WX_NEW 0x04     // WX was written at this dot (no late start)
+#define GBX_FIFO_WIN_SHIFT 0x08      // a late window start shifted the line a pixel left
+#define GBX_FIFO_WIN_OBJ 0x10        // an object fetch (sel[obj_next - 1]) is under way
+#define GBX_FIFO_WIN_OBJ_LO 0x20     // ... and its data low byte is in LcdFifo::tile
+#define GBX_FIFO_WIN_OBJ_EARLY 0x40  // ... fetched before pixel 0 (lcd_fifo_object_reads)
+// Dots from an object fetch's data low read to its data high read.
 #define GBX_FIFO_OBJ_LO_LEFT 2
-// An object fetch with this many dots left (its data low read) is not abandoned by OBJ off.
-#define GBX_FIFO_OBJ_KEEP GBX_FIFO_OBJ_LO_LEFT
 #define GBX_FIFO_LCDC_X0 1
 #define GBX_FIFO_WX_INSERT 1
 // WX written during mode 3 is seen this many dots after the write's dot (SameBoy's DMG WX
@@ -280,6 +279,18 @@ GBX_FN void lcd_fifo_fetcher_step(Machine& b, LcdFifo& f, u32 ly, u8 lcdc, bool 
   }
 }
 
+// Dots of an early object fetch's wait (before pixel 0) left after its data high read.
+// SameBoy display.c matches such an object m = X + SCX % 8 dots into its mode-3 loop (X 0: at
+// its first dot), while the first fetch's pixels are still being dropped, reads its data low
+// and high 8 + max(0, m - 5) and 10 + max(0, m - 5) dots into the loop and drops the rest
+// after: in this wait, data low at its first dots, data high 8 - m dots before its end
+// (Mealybug m3_lcdc_obj_size_change: the size written 5 dots before the end of an X 1
+// object's wait does not reach its data).
+GBX_FN u32 lcd_fifo_object_hi_left(Machine& b, const LcdFifo& f, u32 o) {
+  const u32 ox = lcd_oam(b, o * 4u + 1u);
+  return 8u - (ox ? ox + f.scx7 : 0u);
+}
+
 // Starts the fetch of the line's next object if it is due at the pixel about to leave the
 // FIFO (position x, or -(pixels still dropped) before x 0; `early`: before the first tile's
 // push, every object left of the fine scroll's first pixel). The pipeline then waits by Pan
@@ -312,9 +323,39 @@ GBX_FN bool lcd_fifo_object_due(Machine& b, LcdFifo& f, const u8* sel, u32 nobj,
       f.last_tile = (u8)t;
     }
     f.stall = (u8)(pen - 1u);  // this dot is the first
-    f.win = (u8)((f.win & ~GBX_FIFO_WIN_OBJ_LO) | GBX_FIFO_WIN_OBJ);
+    f.win = (u8)((f.win & ~(GBX_FIFO_WIN_OBJ_LO | GBX_FIFO_WIN_OBJ_EARLY)) | GBX_FIFO_WIN_OBJ);
+    if (early && lcd_fifo_object_hi_left(b, f, o) <= f.stall)
+      f.win = (u8)(f.win | GBX_FIFO_WIN_OBJ_EARLY);
     return true;
   }
   return false;
+}
+
+// An object fetch OBJ off can still abandon: one that has not read its data low yet.
+GBX_FN bool lcd_fifo_object_abortable(const LcdFifo& f) {
+  return f.stall && (f.win & (GBX_FIFO_WIN_OBJ | GBX_FIFO_WIN_OBJ_LO)) == GBX_FIFO_WIN_OBJ;
+}
+
+// The object fetch's data reads at a dot of its wait (f.stall: the wait's dots left after this
+// one): data low GBX_FIFO_OBJ_LO_LEFT dots before data high, each with the object size then
+// in LCDC; data high at the wait's last dot, the pixels then merged. An object fetched before
+// pixel 0 reads them earlier in its wait (lcd_fifo_object_hi_left).
+GBX_FN void lcd_fifo_object_reads(Machine& b, LcdFifo& f, u32 ly, u8 lcdc, const u8* sel) {
+  if (!(f.win & GBX_FIFO_WIN_OBJ)) return;
+  const u32 o = sel[f.obj_next - 1u];
+  const u32 hi = (f.win & GBX_FIFO_WIN_OBJ_EARLY) ? lcd_fifo_object_hi_left(b, f, o) : 0u;
+  if (f.stall == hi + GBX_FIFO_OBJ_LO_LEFT && f.fstep >= 5) {
+    // Data low, kept in the fetcher's tile number (read already: the wait lets the fetcher
+    // reach its data-high step first).
+    f.tile = lcd_vram(b, lcd_fifo_object_addr(b, ly, lcdc, o));
+    f.win = (u8)(f.win | GBX_FIFO_WIN_OBJ_LO);
+  }
+  if (f.stall == hi) {
+    const u32 addr = lcd_fifo_object_addr(b, ly, lcdc, o);
+    const u8 lo = (f.win & GBX_FIFO_WIN_OBJ_LO) ? f.tile : lcd_vram(b, addr);
+    lcd_fifo_merge_object(f, lcd_oam(b, o * 4u + 1u), lcd_oam(b, o * 4u + 3u), lo,
+                          lcd_vram(b, addr + 1u));
+    f.win = (u8)(f.win & ~(GBX_FIFO_WIN_OBJ | GBX_FIFO_WIN_OBJ_LO | GBX_FIFO_WIN_OBJ_EARLY));
+  }
 }
 #endif  // GBX_RENDER

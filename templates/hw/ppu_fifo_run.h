@@ -53,13 +53,13 @@ GBX_NOINLINE void lcd_fifo_run(Machine& b, LcdFifo& f, u32 ly, i64 until, u8* GB
         continue;
       }
     }
-    if (f.stall > GBX_FIFO_OBJ_KEEP && (f.win & GBX_FIFO_WIN_OBJ) && !(lcdc & 0x02)) {
+    if (lcd_fifo_object_abortable(f) && !(lcdc & 0x02)) {
       // OBJ disabled during an object fetch that has not read its data low yet: the fetch is
-      // abandoned and this dot goes on as a pixel's (SameBoy: object_fetch_aborted). One in
-      // its last GBX_FIFO_OBJ_KEEP dots completes (Mealybug m3_lcdc_obj_en_change_variant:
-      // objects at X 0 and 1 with 2 and 1 dots left wait their full penalty).
+      // abandoned and this dot goes on as a pixel's (SameBoy: object_fetch_aborted). One that
+      // has read it completes (Mealybug m3_lcdc_obj_en_change_variant: objects at X 0 and 1,
+      // their data read early in the wait, wait their full penalty).
       f.stall = 0;
-      f.win = (u8)(f.win & ~(GBX_FIFO_WIN_OBJ | GBX_FIFO_WIN_OBJ_LO));
+      f.win = (u8)(f.win & ~(GBX_FIFO_WIN_OBJ | GBX_FIFO_WIN_OBJ_LO | GBX_FIFO_WIN_OBJ_EARLY));
     }
     if (f.stall) {
       --f.stall;
@@ -70,30 +70,17 @@ GBX_NOINLINE void lcd_fifo_run(Machine& b, LcdFifo& f, u32 ly, i64 until, u8* GB
       // push (SameBoy display.c: the object fetch waits for the fetcher, which is not held).
       if (dot >= GBX_FIFO_FIRST_FETCH_DOTS) {
         lcd_fifo_fetcher_step(b, f, ly, lcdc, false);
-        if (f.win & GBX_FIFO_WIN_OBJ) {
-          const u32 o = sel[f.obj_next - 1u];
-          if (f.stall == GBX_FIFO_OBJ_LO_LEFT && f.fstep >= 5) {
-            // Data low with the object size as it is now, kept in the fetcher's tile number
-            // (read already: the wait lets the fetcher reach its data-high step first).
-            f.tile = lcd_vram(b, lcd_fifo_object_addr(b, ly, lcdc, o));
-            f.win = (u8)(f.win | GBX_FIFO_WIN_OBJ_LO);
-          }
-          if (f.stall == 0) {
-            const u32 addr = lcd_fifo_object_addr(b, ly, lcdc, o);
-            const u8 lo = (f.win & GBX_FIFO_WIN_OBJ_LO) ? f.tile : lcd_vram(b, addr);
-            lcd_fifo_merge_object(f, lcd_oam(b, o * 4u + 1u), lcd_oam(b, o * 4u + 3u), lo,
-                                  lcd_vram(b, addr + 1u));
-            f.win = (u8)(f.win & ~(GBX_FIFO_WIN_OBJ | GBX_FIFO_WIN_OBJ_LO));
-          }
-        }
+        lcd_fifo_object_reads(b, f, ly, lcdc, sel);
       }
       continue;
     }
     // Objects left of x 8 whose pixels all fall in the first tile's dropped part: fetched
     // before that tile is pushed (SameBoy: while the first fetch's pixels are dropped).
     if (f.x == 0 && f.fx == 0 && f.bg_n == 0 && f.fstep >= 6 && !(f.win & GBX_FIFO_WIN_FETCHING) &&
-        lcd_fifo_object_due(b, f, sel, nobj, lcdc, true))
+        lcd_fifo_object_due(b, f, sel, nobj, lcdc, true)) {
+      lcd_fifo_object_reads(b, f, ly, lcdc, sel);
       continue;
+    }
     if (dot == GBX_FIFO_FIRST_FETCH_DOTS && f.fstep == 0 && !(f.win & GBX_FIFO_WIN_FETCHING))
       f.fstep = 1;  // the first tile's number step: read at GBX_FIFO_TILE0_DOT
     else
@@ -290,8 +277,7 @@ GBX_FN void lcd_fifo_before_reg_write(Machine& b, u32 addr, u8 v) {
     // So does OBJ enable cleared during an object fetch it abandons (Mealybug
     // m3_lcdc_obj_en_change_variant: with the object at X 16 the pixel at x 8 leaves at the
     // write's dot, not a dot later).
-    if (f.active && (f.win & GBX_FIFO_WIN_OBJ) && f.stall > GBX_FIFO_OBJ_KEEP)
-      keep = (u8)(keep & (v | ~0x02));
+    if (f.active && lcd_fifo_object_abortable(f)) keep = (u8)(keep & (v | ~0x02));
     *reg = (u8)((v & 0x7C) | keep);
   } else
     return;

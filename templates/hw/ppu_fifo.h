@@ -64,6 +64,7 @@
 #define GBX_FIFO_WIN_OBJ 0x10        // an object fetch (sel[obj_next - 1]) is under way
 #define GBX_FIFO_WIN_OBJ_LO 0x20     // ... and its data low byte is in LcdFifo::tile
 #define GBX_FIFO_WIN_OBJ_EARLY 0x40  // ... fetched before pixel 0 (lcd_fifo_object_reads)
+#define GBX_FIFO_WIN_EN_NEW 0x80     // LCDC bit 5 was set at the dot before
 // Dots from an object fetch's data low read to its data high read.
 #define GBX_FIFO_OBJ_LO_LEFT 2
 #define GBX_FIFO_LCDC_X0 1
@@ -88,7 +89,8 @@ struct LcdFifo {
   u8 stall;      // dots the whole pipeline still waits (first fetch, object fetches)
   u8 last_tile;  // background tile of the last object fetched (0xFF: none yet)
   u8 scx7;       // SCX % 8 at the line's start
-  u8 scan_lcdc;  // LCDC at the line's start: its object size chose the line's objects
+  u8 scan_lcdc;  // LCDC at the line's start: its object size chose the line's objects; bit 5
+                 // cleared when the window is switched off while fetched (no pixel inserted)
 };
 
 GBX_FN u8* lcd_fifo_bytes(Machine& b) {
@@ -266,6 +268,16 @@ GBX_FN void lcd_fifo_fetch_read(Machine& b, LcdFifo& f, u32 ly, u8 lcdc) {
 // then the read of its current step (tile number at step 0, data low at 2, data high at 4),
 // 2 dots a step.
 GBX_FN void lcd_fifo_fetcher_step(Machine& b, LcdFifo& f, u32 ly, u8 lcdc, bool may_push) {
+  if (f.fstep >= 6 && f.bg_n == 0 && may_push && (f.scan_lcdc & ~lcdc & 0x20) &&
+      (b.lcd_flags & GBX_LCD_FLAG_WY_HIT) && !(f.discard & 7u) && *io_reg(b, 0xFF4B) == f.x + 7u) {
+    // The window switched off during this line and WX matching the next pixel at a push: the
+    // DMG puts one colour-0 pixel in front of the tile, pushed a dot later (SameBoy
+    // display.c, its issue 278; Mealybug m3_lcdc_win_en_change_multiple_wx, x 8 and 32).
+    f.bg_lo = 0;
+    f.bg_hi = 0;
+    f.bg_n = 1;
+    return;
+  }
   if (f.fstep >= 6 && f.bg_n == 0 && may_push) {
     f.bg_lo = f.dlo;
     f.bg_hi = f.dhi;

@@ -95,7 +95,7 @@ GBX_NOINLINE void lcd_fifo_run(Machine& b, LcdFifo& f, u32 ly, i64 until, u8* GB
         // A start one pixel late (WX written to a pixel just drawn, the window enabled there):
         // the DMG's LCD goes back a pixel, so the line from here on is drawn a pixel left
         // (SameBoy display.c's "LCD-PPU horizontal desync").
-        if (late) f.win = (u8)(f.win | GBX_FIFO_WIN_SHIFT);
+        if (late && !(f.win & GBX_FIFO_WIN_EN_NEW)) f.win = (u8)(f.win | GBX_FIFO_WIN_SHIFT);
         if (f.win & GBX_FIFO_WIN_SHOWN) b.lcd_win_line++;  // a second start: the next row
         f.win = (u8)((f.win & GBX_FIFO_WIN_SHIFT) | GBX_FIFO_WIN_FETCHING | GBX_FIFO_WIN_SHOWN);
         f.bg_n = 0;
@@ -278,7 +278,27 @@ GBX_FN void lcd_fifo_before_reg_write(Machine& b, u32 addr, u8 v) {
     // m3_lcdc_obj_en_change_variant: with the object at X 16 the pixel at x 8 leaves at the
     // write's dot, not a dot later).
     if (f.active && lcd_fifo_object_abortable(f)) keep = (u8)(keep & (v | ~0x02));
-    *reg = (u8)((v & 0x7C) | keep);
+    // The window switched off while its first tile is fetched: no pixel insertion on this line
+    // (lcd_fifo_fetcher_step; SameBoy's disable_window_pixel_insertion_glitch; Mealybug
+    // m3_lcdc_win_en_change_multiple_wx, rows 7 and 30-35).
+    if (f.active && (old & ~v & 0x20) && (f.win & GBX_FIFO_WIN_FETCHING) && f.fx == 0) {
+      f.scan_lcdc = (u8)(f.scan_lcdc & ~0x20);
+      lcd_fifo_store(b, f);
+    }
+    // The window enabled: seen a dot later, and a late start it makes then (WX = x + 6) is
+    // drawn without the LCD going back a pixel (m3_lcdc_win_en_change_multiple_wx: WX = x + 7
+    // at the write's dot starts the window a pixel late, WX = x + 6 not at all).
+    const bool en_new = !(old & 0x20) && (v & 0x20);
+    *reg = (u8)(((v & 0x7C) | keep) & ~(en_new ? 0x20 : 0));
+    if (en_new) {
+      lcd_catch_up(b, t + 1);
+      *reg = v;
+      lcd_fifo_set_win_flag(b, GBX_FIFO_WIN_EN_NEW, true);
+      lcd_catch_up(b, t + 2);
+      lcd_fifo_set_win_flag(b, GBX_FIFO_WIN_EN_NEW, false);
+      *reg = old;
+      return;
+    }
   } else
     return;
   lcd_catch_up(b, t + 1);

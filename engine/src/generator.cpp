@@ -112,8 +112,8 @@ class Generator {
     out += "#define GBX_LAYOUT_INTERLEAVED " +
            std::string(params_.layout == MemLayout::Interleaved ? "1" : "0") + "\n";
     if (params_.profile) out += "#define GBX_PROFILE 1\n";
-    // Only fifo kernels define it (and include hw/ppu_fifo.h: PPU_RENDERER below), so a line
-    // kernel's source stays what it was.
+    // Only fifo kernels that draw define it (and include hw/ppu_fifo.h, hw/ppu_fifo_run.h:
+    // PPU_FIFO below), so a line kernel's source stays what it was.
     if (synth_ppu(params_) == PpuModel::Fifo) out += "#define GBX_PPU_FIFO 1\n";
     if (params_.uses_seen()) {
       if (params_.seen_capacity < 1 || params_.seen_capacity > kSeenCapacityMax)
@@ -229,6 +229,16 @@ class Generator {
     return line_directive(1, rel) + body;
   }
 
+  // The pixel FIFO's two files (fifo kernels only): the model and state, then the dot loop.
+  Result<std::string> ppu_fifo() {
+    if (synth_ppu(params_) != PpuModel::Fifo) return std::string();
+    auto model = include_file("hw/ppu_fifo.h");
+    if (!model) return model.take_error();
+    auto run = include_file("hw/ppu_fifo_run.h");
+    if (!run) return run.take_error();
+    return model.value() + run.value();
+  }
+
   Result<std::string> expand_skeleton(const std::string& rel) {
     auto text = bundle_.file(rel);
     if (!text) return text.take_error();
@@ -238,9 +248,7 @@ class Generator {
                         if (site == "INSTRUCTION_DISPATCH") return dispatch(false);
                         if (site == "CB_DISPATCH") return dispatch(true);
                         if (site == "POST_STEP_DISPATCH") return epilogs();
-                        if (site == "PPU_FIFO")
-                          return synth_ppu(params_) == PpuModel::Fifo ? include_file("hw/ppu_fifo.h")
-                                                               : Result<std::string>(std::string());
+                        if (site == "PPU_FIFO") return ppu_fifo();
                         if (site == "SPECIALIZED_BLOCKS")
                           return params_.specialize ? specialized_blocks(*params_.specialize)
                                                     : Result<std::string>(std::string());

@@ -1,5 +1,6 @@
-// Pixel-FIFO renderer (synthesis parameter ppu=fifo; docs/ppu-fifo.md). Only fifo kernels
-// include this file (the generator's PPU_FIFO site in kernel/step.tmpl); it replaces the
+// Pixel-FIFO renderer (synthesis parameter ppu=fifo; docs/machine/ppu-fifo.md). Only fifo kernels
+// include this file and hw/ppu_fifo_run.h after it (the generator's PPU_FIFO site in
+// kernel/step.tmpl); it replaces the
 // scanline renderer's lcd_next_after / lcd_catch_up_slow (hw/lcd.h) and keeps the rest of
 // hw/lcd.h (framebuffers, VBlank swap, which frames are drawn).
 //
@@ -50,14 +51,21 @@
 // The fine scroll (SCX % 8) is taken during the first fetch: Mealybug m3_scx_low_3_bits
 // writes SCX 4 dots apart on its two halves, the first taken, the second not.
 #define GBX_FIFO_SCX_LATCH_DOT 10
+// The line's first tile number (SCY, SCX >> 3, LCDC bit 3) is read 2 dots before that fetch's
+// tile-number step; its data at the usual steps. Mealybug m3_scy_change: SCY written at dot 12
+// is not seen by the first tile's map row but is by its data rows. SameBoy display.c reads it
+// at its mode-3 loop's first dot, 8 dots before pixel 0 as ours is 8 dots after dot 11.
+#define GBX_FIFO_TILE0_DOT (GBX_FIFO_FIRST_FETCH_DOTS - 2)
 #define GBX_FIFO_IDLE_LINE 0xFF
-#define GBX_FIFO_WIN_FETCHING 0x01  // LcdFifo::win: the fetcher is on the window map
-#define GBX_FIFO_WIN_SHOWN 0x02     // the window started on this line
-#define GBX_FIFO_WIN_WX_NEW 0x04    // WX was written at this dot (no late start)
-#define GBX_FIFO_WIN_SHIFT 0x08     // a late window start shifted the line a pixel left
-#define GBX_FIFO_WIN_OBJ 0x10       // an object fetch (sel[obj_next - 1]) is under way
-#define GBX_FIFO_WIN_OBJ_LO 0x20    // ... and its data low byte is in LcdFifo::tile
-// Dots of an object fetch's stall left after the one that reads its data low byte.
+#define GBX_FIFO_WIN_FETCHING 0x01   // LcdFifo::win: the fetcher is on the window map
+#define GBX_FIFO_WIN_SHOWN 0x02      // the window started on this line
+#define GBX_FIFO_WIN_WX_NEW 0x04     // WX was written at this dot (no late start)
+#define GBX_FIFO_WIN_SHIFT 0x08      // a late window start shifted the line a pixel left
+#define GBX_FIFO_WIN_OBJ 0x10        // an object fetch (sel[obj_next - 1]) is under way
+#define GBX_FIFO_WIN_OBJ_LO 0x20     // ... and its data low byte is in LcdFifo::tile
+#define GBX_FIFO_WIN_OBJ_EARLY 0x40  // ... fetched before pixel 0 (lcd_fifo_object_reads)
+#define GBX_FIFO_WIN_EN_NEW 0x80     // LCDC bit 5 was set at the dot before
+// Dots from an object fetch's data low read to its data high read.
 #define GBX_FIFO_OBJ_LO_LEFT 2
 #define GBX_FIFO_LCDC_X0 1
 #define GBX_FIFO_WX_INSERT 1
@@ -81,7 +89,8 @@ struct LcdFifo {
   u8 stall;      // dots the whole pipeline still waits (first fetch, object fetches)
   u8 last_tile;  // background tile of the last object fetched (0xFF: none yet)
   u8 scx7;       // SCX % 8 at the line's start
-  u8 scan_lcdc;  // LCDC at the line's start: its object size chose the line's objects
+  u8 scan_lcdc;  // LCDC at the line's start: its object size chose the line's objects; bit 5
+                 // cleared when the window is switched off while fetched (no pixel inserted)
 };
 
 GBX_FN u8* lcd_fifo_bytes(Machine& b) {
@@ -259,6 +268,16 @@ GBX_FN void lcd_fifo_fetch_read(Machine& b, LcdFifo& f, u32 ly, u8 lcdc) {
 // then the read of its current step (tile number at step 0, data low at 2, data high at 4),
 // 2 dots a step.
 GBX_FN void lcd_fifo_fetcher_step(Machine& b, LcdFifo& f, u32 ly, u8 lcdc, bool may_push) {
+  if (f.fstep >= 6 && f.bg_n == 0 && may_push && (f.scan_lcdc & ~lcdc & 0x20) &&
+      (b.lcd_flags & GBX_LCD_FLAG_WY_HIT) && !(f.discard & 7u) && *io_reg(b, 0xFF4B) == f.x + 7u) {
+    // The window switched off during this line and WX matching the next pixel at a push: the
+    // DMG puts one colour-0 pixel in front of the tile, pushed a dot later (SameBoy
+    // display.c, its issue 278; Mealybug m3_lcdc_win_en_change_multiple_wx, x 8 and 32).
+    f.bg_lo = 0;
+    f.bg_hi = 0;
+    f.bg_n = 1;
+    return;
+  }
   if (f.fstep >= 6 && f.bg_n == 0 && may_push) {
     f.bg_lo = f.dlo;
     f.bg_hi = f.dhi;
@@ -270,6 +289,18 @@ GBX_FN void lcd_fifo_fetcher_step(Machine& b, LcdFifo& f, u32 ly, u8 lcdc, bool 
     lcd_fifo_fetch_read(b, f, ly, lcdc);
     ++f.fstep;
   }
+}
+
+// Dots of an early object fetch's wait (before pixel 0) left after its data high read.
+// SameBoy display.c matches such an object m = X + SCX % 8 dots into its mode-3 loop (X 0: at
+// its first dot), while the first fetch's pixels are still being dropped, reads its data low
+// and high 8 + max(0, m - 5) and 10 + max(0, m - 5) dots into the loop and drops the rest
+// after: in this wait, data low at its first dots, data high 8 - m dots before its end
+// (Mealybug m3_lcdc_obj_size_change: the size written 5 dots before the end of an X 1
+// object's wait does not reach its data).
+GBX_FN u32 lcd_fifo_object_hi_left(Machine& b, const LcdFifo& f, u32 o) {
+  const u32 ox = lcd_oam(b, o * 4u + 1u);
+  return 8u - (ox ? ox + f.scx7 : 0u);
 }
 
 // Starts the fetch of the line's next object if it is due at the pixel about to leave the
@@ -304,291 +335,39 @@ GBX_FN bool lcd_fifo_object_due(Machine& b, LcdFifo& f, const u8* sel, u32 nobj,
       f.last_tile = (u8)t;
     }
     f.stall = (u8)(pen - 1u);  // this dot is the first
-    f.win = (u8)((f.win & ~GBX_FIFO_WIN_OBJ_LO) | GBX_FIFO_WIN_OBJ);
+    f.win = (u8)((f.win & ~(GBX_FIFO_WIN_OBJ_LO | GBX_FIFO_WIN_OBJ_EARLY)) | GBX_FIFO_WIN_OBJ);
+    if (early && lcd_fifo_object_hi_left(b, f, o) <= f.stall)
+      f.win = (u8)(f.win | GBX_FIFO_WIN_OBJ_EARLY);
     return true;
   }
   return false;
 }
 
-// Runs line `ly`'s pipeline until it has run `until` dots of mode 3 or drawn its 160 pixels.
-GBX_NOINLINE void lcd_fifo_run(Machine& b, LcdFifo& f, u32 ly, i64 until, u8* GBX_RESTRICT row) {
-  u8 sel[10];
-  const u32 nobj = lcd_fifo_objects(b, ly, f.scan_lcdc, sel);
-  i64 dot = (i64)f.dot_lo | (i64)f.dot_hi << 8;
-  for (; dot < until && f.x < 160u; ++dot) {
-    if (dot == GBX_FIFO_SCX_LATCH_DOT) {
-      f.scx7 = (u8)(*io_reg(b, 0xFF43) & 7u);
-      f.discard = f.scx7;
-    }
-    const u8 lcdc = *io_reg(b, 0xFF40);
-    bool insert0 = false;
-    if (f.x == 0 && !(f.win & (GBX_FIFO_WIN_FETCHING | GBX_FIFO_WIN_OBJ)) && (lcdc & 0x20) &&
-        (b.lcd_flags & GBX_LCD_FLAG_WY_HIT) && dot >= GBX_FIFO_FIRST_FETCH_DOTS - 1) {
-      // The window at WX 0-6 starts before pixel 0, while the first tile's pixels (and the
-      // fine scroll's) are still being dropped: at the dot where WX matches the dropped
-      // pixel's x + 7 (SameBoy display.c, position_in_line < 0), its first 7 - WX pixels
-      // then dropped a dot each. WX 0 goes by its own table on SCX % 8 (SameBoy's
-      // scx_to_wx0_comparisons: with fine scroll a dot later, SCX % 8 pixels dropped, 6 at 7).
-      const u32 wx = *io_reg(b, 0xFF4B);
-      const i64 base = GBX_FIFO_FIRST_FETCH_DOTS - 1;
-      bool go = false, later = false;
-      u32 drop = 0;
-      if (wx == 0) {
-        if (f.scx7 == 0) {
-          go = dot == base;
-          drop = 7;
-        } else {
-          go = dot == base + 7 + (f.scx7 == 7u ? 1 : 0);
-          drop = f.scx7 == 7u ? 6u : f.scx7;
-          later = true;
-        }
-      } else if (wx < 7u) {
-        go = dot == base + (i64)wx + (i64)f.scx7;
-        drop = 7u - wx;
-      }
-      if (go) {
-        f.win = (u8)(GBX_FIFO_WIN_FETCHING | GBX_FIFO_WIN_SHOWN);
-        f.stall = 0;
-        f.bg_n = 0;
-        f.fx = 0;
-        f.fstep = 0;
-        f.discard = (u8)drop;
-        if (!later) {
-          lcd_fifo_fetch_read(b, f, ly, lcdc);
-          f.fstep = 1;
-        }
-        continue;
-      }
-    }
-    if (f.stall && (f.win & GBX_FIFO_WIN_OBJ) && !(lcdc & 0x02)) {
-      // OBJ disabled during an object fetch: the fetch is abandoned and this dot goes on
-      // as a pixel's (SameBoy: object_fetch_aborted).
-      f.stall = 0;
-      f.win = (u8)(f.win & ~(GBX_FIFO_WIN_OBJ | GBX_FIFO_WIN_OBJ_LO));
-    }
-    if (f.stall) {
-      --f.stall;
-      // The first fetch stops everything; an object fetch only the pixels: the background
-      // fetcher goes on with its tile (reading the registers at its own dots) and waits to
-      // push (SameBoy display.c: the object fetch waits for the fetcher, which is not held).
-      if (dot >= GBX_FIFO_FIRST_FETCH_DOTS) {
-        lcd_fifo_fetcher_step(b, f, ly, lcdc, false);
-        if (f.win & GBX_FIFO_WIN_OBJ) {
-          const u32 o = sel[f.obj_next - 1u];
-          if (f.stall == GBX_FIFO_OBJ_LO_LEFT && f.fstep >= 5) {
-            // Data low with the object size as it is now, kept in the fetcher's tile number
-            // (read already: the wait lets the fetcher reach its data-high step first).
-            f.tile = lcd_vram(b, lcd_fifo_object_addr(b, ly, lcdc, o));
-            f.win = (u8)(f.win | GBX_FIFO_WIN_OBJ_LO);
-          }
-          if (f.stall == 0) {
-            const u32 addr = lcd_fifo_object_addr(b, ly, lcdc, o);
-            const u8 lo = (f.win & GBX_FIFO_WIN_OBJ_LO) ? f.tile : lcd_vram(b, addr);
-            lcd_fifo_merge_object(f, lcd_oam(b, o * 4u + 1u), lcd_oam(b, o * 4u + 3u), lo,
-                                  lcd_vram(b, addr + 1u));
-            f.win = (u8)(f.win & ~(GBX_FIFO_WIN_OBJ | GBX_FIFO_WIN_OBJ_LO));
-          }
-        }
-      }
-      continue;
-    }
-    // Objects left of x 8 whose pixels all fall in the first tile's dropped part: fetched
-    // before that tile is pushed (SameBoy: while the first fetch's pixels are dropped).
-    if (f.x == 0 && f.fx == 0 && f.bg_n == 0 && f.fstep >= 6 && !(f.win & GBX_FIFO_WIN_FETCHING) &&
-        lcd_fifo_object_due(b, f, sel, nobj, lcdc, true))
-      continue;
-    lcd_fifo_fetcher_step(b, f, ly, lcdc, true);
-    if (f.bg_n == 0) continue;
-    if (!(f.discard & 7u)) {
-      // Window start.
-      const u32 wx = *io_reg(b, 0xFF4B);
-      const bool late = f.x && f.x + 6u == wx && !(f.win & GBX_FIFO_WIN_WX_NEW);
-      if ((lcdc & 0x20) && (b.lcd_flags & GBX_LCD_FLAG_WY_HIT) &&
-          !(f.win & GBX_FIFO_WIN_FETCHING) && (f.x + 7u == wx || late)) {
-        // A start one pixel late (WX written to a pixel just drawn, the window enabled there):
-        // the DMG's LCD goes back a pixel, so the line from here on is drawn a pixel left
-        // (SameBoy display.c's "LCD-PPU horizontal desync").
-        if (late) f.win = (u8)(f.win | GBX_FIFO_WIN_SHIFT);
-        if (f.win & GBX_FIFO_WIN_SHOWN) b.lcd_win_line++;  // a second start: the next row
-        f.win = (u8)((f.win & GBX_FIFO_WIN_SHIFT) | GBX_FIFO_WIN_FETCHING | GBX_FIFO_WIN_SHOWN);
-        f.bg_n = 0;
-        f.fx = 0;
-        f.fstep = 0;  // this dot is the window fetch's first
-        lcd_fifo_fetch_read(b, f, ly, lcdc);
-        f.fstep = 1;
-        continue;
-      }
-      // WX matched again by the window's pixel x just after a window tile's push: the DMG
-      // puts a colour-0 pixel in front of the tile (SameBoy display.c "Insert a pixel right
-      // at the FIFO's end"; Mealybug m3_wx_4_change).
-      if ((f.win & GBX_FIFO_WIN_FETCHING) && f.fx >= 2u && f.bg_n == 8u && f.fstep == 1u &&
-          f.x + 7u == wx && GBX_FIFO_WX_INSERT)
-        insert0 = true;
-    }
-    // An object fetch due at this pixel (one at a time, in X order).
-    if (lcd_fifo_object_due(b, f, sel, nobj, lcdc, false)) continue;
-    if (!f.bg_n) continue;
-    // One pixel leaves the FIFOs.
-    u32 bgc = ((f.bg_hi >> 7) & 1u) << 1 | ((f.bg_lo >> 7) & 1u);
-    const u32 oc = ((f.ob_hi >> 7) & 1u) << 1 | ((f.ob_lo >> 7) & 1u);
-    const bool opal = (f.ob_pal & 0x80) != 0, oprio = (f.ob_prio & 0x80) != 0;
-    if (insert0) {
-      bgc = 0;
-    } else {
-      f.bg_lo = (u8)(f.bg_lo << 1);
-      f.bg_hi = (u8)(f.bg_hi << 1);
-      --f.bg_n;
-    }
-    if (f.discard & 7u) {
-      --f.discard;
-      continue;
-    }
-    f.ob_lo = (u8)(f.ob_lo << 1);
-    f.ob_hi = (u8)(f.ob_hi << 1);
-    f.ob_pal = (u8)(f.ob_pal << 1);
-    f.ob_prio = (u8)(f.ob_prio << 1);
-    const u32 c = (lcdc & 0x01) ? bgc : 0u;
-    u32 shade = (lcdc & 0x01) ? ((u32)*io_reg(b, 0xFF47) >> (2u * c)) & 3u : 0u;
-    if ((lcdc & 0x02) && oc && !(oprio && c)) {
-      const u8 pal = *io_reg(b, opal ? 0xFF49 : 0xFF48);
-      shade = ((u32)pal >> (2u * oc)) & 3u;
-    }
-    if (f.win & GBX_FIFO_WIN_SHIFT) {
-      lcd_fifo_put_pixel(row, f.x - 1u, shade);
-      if (f.x == 159u) lcd_fifo_put_pixel(row, f.x, shade);  // the LCD repeats the last
-    } else {
-      lcd_fifo_put_pixel(row, f.x, shade);
-    }
-    ++f.x;
-  }
-  f.dot_lo = (u8)dot;
-  f.dot_hi = (u8)(dot >> 8);
-  if (f.x >= 160u) {
-    f.active = 0;
-    if (f.win & GBX_FIFO_WIN_SHOWN) b.lcd_win_line++;
-  }
+// An object fetch OBJ off can still abandon: one that has not read its data low yet.
+GBX_FN bool lcd_fifo_object_abortable(const LcdFifo& f) {
+  return f.stall && (f.win & (GBX_FIFO_WIN_OBJ | GBX_FIFO_WIN_OBJ_LO)) == GBX_FIFO_WIN_OBJ;
 }
 
-GBX_FN void lcd_fifo_start_line(Machine& b, LcdFifo& f, u32 ly) {
-  u8* bytes = (u8*)&f;
-  for (u32 i = 0; i < (u32)sizeof(LcdFifo); ++i) bytes[i] = 0;
-  f.active = 1;
-  f.line = (u8)ly;
-  f.stall = GBX_FIFO_FIRST_FETCH_DOTS;
-  f.last_tile = 0xFF;
-  f.scx7 = (u8)(*io_reg(b, 0xFF43) & 7u);
-  f.discard = f.scx7;
-  f.scan_lcdc = *io_reg(b, 0xFF40);
-  if (ly == *io_reg(b, 0xFF4A)) b.lcd_flags |= GBX_LCD_FLAG_WY_HIT;
-}
-
-// Whether line `ly`, drawn whole with the registers as they are, comes out of the FIFO model
-// exactly as lcd_draw_line draws it: always, but for the window's WX 0-6 start (dropped
-// pixels) which lcd_draw_line does not model.
-GBX_FN bool lcd_fifo_line_plain(Machine& b, u32 ly) {
-  const u8 lcdc = *io_reg(b, 0xFF40);
-  if (!(lcdc & 0x20) || !(lcdc & 0x01)) return true;
-  const bool wy = (b.lcd_flags & GBX_LCD_FLAG_WY_HIT) || ly == *io_reg(b, 0xFF4A);
-  return !wy || *io_reg(b, 0xFF4B) >= 7u;
-}
-
-// Runs the renderer up to `now`: the pipeline of the line in mode 3, lines that are over
-// drawn whole, the VBlank swap.
-GBX_NOINLINE void lcd_catch_up_slow(Machine& b, i64 now) {
-  if (!ppu_lcd_on(b)) {
-    b.lcd_next = GBX_NEVER;
-    return;
+// The object fetch's data reads at a dot of its wait (f.stall: the wait's dots left after this
+// one): data low GBX_FIFO_OBJ_LO_LEFT dots before data high, each with the object size then
+// in LCDC; data high at the wait's last dot, the pixels then merged. An object fetched before
+// pixel 0 reads them earlier in its wait (lcd_fifo_object_hi_left).
+GBX_FN void lcd_fifo_object_reads(Machine& b, LcdFifo& f, u32 ly, u8 lcdc, const u8* sel) {
+  if (!(f.win & GBX_FIFO_WIN_OBJ)) return;
+  const u32 o = sel[f.obj_next - 1u];
+  const u32 hi = (f.win & GBX_FIFO_WIN_OBJ_EARLY) ? lcd_fifo_object_hi_left(b, f, o) : 0u;
+  if (f.stall == hi + GBX_FIFO_OBJ_LO_LEFT && f.fstep >= 5) {
+    // Data low, kept in the fetcher's tile number (read already: the wait lets the fetcher
+    // reach its data-high step first).
+    f.tile = lcd_vram(b, lcd_fifo_object_addr(b, ly, lcdc, o));
+    f.win = (u8)(f.win | GBX_FIFO_WIN_OBJ_LO);
   }
-  LcdFifo f;
-  lcd_fifo_load(b, f);
-  const i64 epoch = GBX_COLD(b, ppu_epoch);
-  while (b.lcd_next <= now) {
-    const i64 done = f.active ? ((i64)f.dot_lo | (i64)f.dot_hi << 8) : 0;
-    const i64 start = b.lcd_next - 1 + GBX_FIFO_WRITE_DOT - done;  // its mode 3 (or VBlank)
-    const i64 pos = (start - epoch) % GBX_FRAME_CYCLES;
-    const i64 frame_start = start - pos;
-    const i64 line = pos / GBX_LINE_DOTS;
-    if (line >= 144) {
-      b.lcd_flags = (u8)((b.lcd_flags ^ GBX_LCD_FLAG_FRONT) & ~GBX_LCD_FLAG_WY_HIT);
-      b.lcd_win_line = 0;
-      f.active = 0;
-      f.line = GBX_FIFO_IDLE_LINE;
-      b.lcd_next = lcd_fifo_due(lcd_fifo_line_start(frame_start + GBX_FRAME_CYCLES, 0), 0);
-      continue;
-    }
-    const i64 until = now - start + GBX_FIFO_WRITE_DOT;  // dots of mode 3 to have run
-    u8* row = lcd_buffer(b, false) + line * GBX_LCD_ROW_BYTES;
-    if (!f.active) {
-      if (!lcd_frame_needed(b, frame_start + 144 * GBX_LINE_DOTS)) {
-        f.line = (u8)line;
-        b.lcd_next = lcd_fifo_after_line(frame_start, line);
-        continue;
-      }
-      // A line whose mode 3 is over with no write during it: the scanline renderer draws it
-      // the same, much faster.
-      if (until > GBX_MODE3_MAX_END - GBX_MODE2_DOTS + GBX_FIFO_LATCH_DOTS &&
-          lcd_fifo_line_plain(b, (u32)line)) {
-        lcd_draw_line(b, (u32)line, row);
-        f.line = (u8)line;
-        b.lcd_next = lcd_fifo_after_line(frame_start, line);
-        continue;
-      }
-      lcd_fifo_start_line(b, f, (u32)line);
-    }
-    lcd_fifo_run(b, f, (u32)line, until, row);
-    if (f.active) {
-      b.lcd_next = lcd_fifo_due(start, (i64)f.dot_lo | (i64)f.dot_hi << 8);
-      break;
-    }
-    b.lcd_next = lcd_fifo_after_line(frame_start, line);
+  if (f.stall == hi) {
+    const u32 addr = lcd_fifo_object_addr(b, ly, lcdc, o);
+    const u8 lo = (f.win & GBX_FIFO_WIN_OBJ_LO) ? f.tile : lcd_vram(b, addr);
+    lcd_fifo_merge_object(f, lcd_oam(b, o * 4u + 1u), lcd_oam(b, o * 4u + 3u), lo,
+                          lcd_vram(b, addr + 1u));
+    f.win = (u8)(f.win & ~(GBX_FIFO_WIN_OBJ | GBX_FIFO_WIN_OBJ_LO | GBX_FIFO_WIN_OBJ_EARLY));
   }
-  lcd_fifo_store(b, f);
-}
-
-GBX_FN void lcd_fifo_set_win_flag(Machine& b, u8 flag, bool on) {
-  LcdFifo f;
-  lcd_fifo_load(b, f);
-  f.win = on ? (u8)(f.win | flag) : (u8)(f.win & ~flag);
-  lcd_fifo_store(b, f);
-}
-
-// Hook (hw/io.h): before a write of `v` to PPU register `addr` (FF40-FF4B). The pipeline runs
-// up to the write's dot; the register's new value is in force from there, but for one dot:
-//  - DMG palettes (BGP, OBP0, OBP1): the pixel drawn at that dot sees the old and the new
-//    value ORed (Mealybug m3_bgp_change / m3_obp0_change: a palette written back after a
-//    change shows the new colours one pixel longer);
-//  - LCDC: the fetcher sees the new bits at that dot, the pixel drawn then still the old BG
-//    and OBJ enables (bits 0, 1), which take effect a dot later (Mealybug
-//    m3_lcdc_bg_en_change, m3_lcdc_obj_en_change).
-GBX_FN void lcd_fifo_before_reg_write(Machine& b, u32 addr, u8 v) {
-  const i64 t = io_time(b);
-  lcd_catch_up(b, t);
-  u8* reg = io_reg(b, addr);
-  const u8 old = *reg;
-  if (addr == 0xFF4Bu) {
-    // WX: the old value until GBX_FIFO_WX_DELAY dots after the write's, then one dot in which
-    // the new value starts the window only on an exact match (no late start).
-    lcd_catch_up(b, t + GBX_FIFO_WX_DELAY);
-    *reg = v;
-    lcd_fifo_set_win_flag(b, GBX_FIFO_WIN_WX_NEW, true);
-    lcd_catch_up(b, t + GBX_FIFO_WX_DELAY + 1);
-    lcd_fifo_set_win_flag(b, GBX_FIFO_WIN_WX_NEW, false);
-    *reg = old;
-    return;
-  }
-  if (addr - 0xFF47u < 3u)
-    *reg = (u8)(old | v);
-  else if (addr == 0xFF40u) {
-    // BG and OBJ enables a dot later, but OBJ enable cleared while pixel 0 is next: at once
-    // (SameBoy's DMG LCDC conflict; Mealybug m3_lcdc_obj_en_change).
-    u8 keep = (u8)(old & 0x83);
-    LcdFifo f;
-    lcd_fifo_load(b, f);
-    if (f.active && f.x == 0 && !(v & 0x02) && GBX_FIFO_LCDC_X0) keep = (u8)(keep & ~0x02);
-    *reg = (u8)((v & 0x7C) | keep);
-  } else
-    return;
-  lcd_catch_up(b, t + 1);
-  *reg = old;
 }
 #endif  // GBX_RENDER

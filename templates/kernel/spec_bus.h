@@ -4,8 +4,9 @@
 // loop checks, step.tmpl), so nothing but an access beyond ROM / WRAM / HRAM can observe the
 // clock: the block keeps the cycle counter, memory pointers and CPU registers in locals and
 // charges cycles exactly as the interpreter does. Such an access goes through the
-// interpreter's own slow path with the counter written back first, and the block ends after
-// that instruction (`left`), where the interpreter takes over at the same boundary.
+// interpreter's own slow path with the counter written back first; when it changed what the
+// block was admitted on, the block ends after that instruction (`left`, spec_resume), where
+// the interpreter takes over at the same boundary.
 // The fast paths mirror bus_read / bus_write (hw/bus.h) with no DMA in progress.
 struct SpecBus {
   Machine& m;
@@ -32,6 +33,30 @@ GBX_FN void spec_sync(SpecBus& b) {
   b.left = true;
 }
 
+// A slow read or write through the interpreter's own path (VRAM, I/O, cartridge RAM, ...)
+// leaves the block only when it changed what the dispatch admitted the block on (step.tmpl):
+// the next event, the OAM DMA, the ROM windows, the cycle count, or an interrupt now pending.
+// Otherwise the interpreter's loop top would do nothing at the next boundary but fetch (no
+// event or frame end inside the block, nothing pending, still running), so the block goes on,
+// exactly as the interpreter would (a VRAM copy loop no longer drops to the interpreter at
+// every write).
+struct SpecMark {
+  i64 next_event, dma_end, cycles;
+  const u8* rom0;
+  const u8* romx;
+};
+GBX_FN SpecMark spec_mark(SpecBus& b) {
+  b.m.cycles = b.cycles;
+  return SpecMark{b.m.next_event, b.m.dma_end, b.cycles, b.m.rom0, b.m.romx};
+}
+GBX_FN void spec_resume(SpecBus& b, const SpecMark& k) {
+  const Machine& m = b.m;
+  spec_sync(b);
+  b.left = !(m.next_event == k.next_event && m.dma_end == k.dma_end && m.cycles == k.cycles &&
+             m.rom0 == k.rom0 && m.romx == k.romx && !(m.ie & m.iflag & 0x1F) &&
+             m.run_state == GBX_RUN_ACTIVE);
+}
+
 GBX_FN void idle(SpecBus& b) { b.cycles += 4; }
 
 GBX_FN u8 rd(SpecBus& b, u32 addr) {
@@ -41,9 +66,9 @@ GBX_FN u8 rd(SpecBus& b, u32 addr) {
   if (addr < 0x8000u) return b.romx[addr - 0x4000u];
   if (addr - 0xC000u < 0x2000u) return spec_mem(b, GBX_MEM_WRAM + (addr - 0xC000u));
   if (addr - 0xFF80u < 0x7Fu) return spec_mem(b, GBX_MEM_IO + (addr & 0xFFu));
-  b.m.cycles = b.cycles;
+  const SpecMark k = spec_mark(b);
   const u8 v = bus_read_slow(b.m, addr);
-  spec_sync(b);
+  spec_resume(b, k);
   return v;
 }
 
@@ -58,13 +83,13 @@ GBX_FN void wr(SpecBus& b, u32 addr, u8 v) {
     spec_mem(b, GBX_MEM_IO + (addr & 0xFFu)) = v;
     return;
   }
-  b.m.cycles = b.cycles;
+  const SpecMark k = spec_mark(b);
   bus_write_slow(b.m, addr, v);
-  spec_sync(b);
+  spec_resume(b, k);
 }
 
 // The IDU helpers of sm83/cpu.h: an OAM address goes through the interpreter's slow path
-// and ends the block, as an access beyond ROM / WRAM / HRAM does.
+// and always ends the block.
 GBX_FN void idle_idu(SpecBus& b, u32 addr) {
   b.cycles += 4;
   if (GBX_UNLIKELY((addr & 0xFFFFu) - 0xFE00u < 0x100u)) {

@@ -60,7 +60,7 @@ struct BackendConfig {
   std::vector<HookAddr> hooks;
   bool rtc_lock = false;                   // cartridge clocks never advance (synthesis parameter)
   MemLayout layout = MemLayout::EnvMajor;  // per-env memory layout (synthesis parameter)
-  PpuModel ppu = kDefaultPpu;           // pixel model: line | fifo (synthesis parameter)
+  PpuModel ppu = kDefaultPpu;              // pixel model: line | fifo (synthesis parameter)
   ObsKind obs = ObsKind::Vec;              // what the obs stages write (obs_v0 or the screen)
   ObsFormat obs_format = ObsFormat::Full;
   bool render = false;                 // draw the screen whatever the stage (screenshots)

@@ -36,7 +36,7 @@ struct BenchOptions {
   int threads = 0;                         // cpu / mgba: 0 = all cores
   bool rtc_lock = false;                   // cartridge clocks frozen (synthesis parameter)
   MemLayout layout = MemLayout::EnvMajor;  // per-env memory layout (synthesis parameter)
-  PpuModel ppu = kDefaultPpu;           // pixel model (synthesis parameter)
+  PpuModel ppu = kDefaultPpu;              // pixel model (synthesis parameter)
   int64_t sync_every = 64;
   int device_index = 0;
   int block_size = 0;  // cuda threads per block; 0 = the backend's choice

@@ -15,8 +15,8 @@ struct StageVariant {
   Stage stage = Stage::EmulateOnly;
   ObsKind obs = ObsKind::Vec;
   ObsFormat obs_format = ObsFormat::Full;
-  int threads = -1;               // @tN: this variant's cpu threads; -1 = the options' threads
-  bool specialized = false;       // @spec: the ROM-specialized kernel (InterleavedBenchOptions)
+  int threads = -1;            // @tN: this variant's cpu threads; -1 = the options' threads
+  bool specialized = false;    // @spec: the ROM-specialized kernel (InterleavedBenchOptions)
   PpuModel ppu = kDefaultPpu;  // @fifo / @line: the pixel model (default: the options' ppu)
   bool ppu_set = false;
 };

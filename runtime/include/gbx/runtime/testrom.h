@@ -59,7 +59,7 @@ struct TestRomOptions {
   bool verbose = false;
   TestRomRule rule = TestRomRule::Any;  // Auto is taken as Any: resolve it first
   std::string expect_png;               // image rule: compare the screen at LD B,B with this PNG
-  PpuModel ppu = kDefaultPpu;        // the kernel's pixel model (synthesis parameter)
+  PpuModel ppu = kDefaultPpu;           // the kernel's pixel model (synthesis parameter)
   std::string screen_out;               // image rule: also write the screen at LD B,B here (PNG)
 };
 

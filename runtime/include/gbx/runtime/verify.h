@@ -73,7 +73,7 @@ struct VerifyOptions {
   bool rtc_lock = false;                       // cartridge clocks frozen (both kernel backends)
   MemLayout layout = MemLayout::EnvMajor;      // per-env memory layout of the reference
   MemLayout dut_layout = MemLayout::EnvMajor;  // and of the DUT
-  PpuModel ppu = kDefaultPpu;               // pixel model of both kernel backends
+  PpuModel ppu = kDefaultPpu;                  // pixel model of both kernel backends
   // Also compare the screens (each backend's last complete frame as shades 0-3; mGBA's
   // output colours are mapped to shades by their grey level). Both backends then draw.
   bool screen = false;

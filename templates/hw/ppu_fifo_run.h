@@ -196,7 +196,10 @@ GBX_NOINLINE void lcd_catch_up_slow(Machine& b, i64 now) {
     const i64 frame_start = start - pos;
     const i64 line = pos / GBX_LINE_DOTS;
     if (line >= 144) {
-      b.lcd_flags = (u8)((b.lcd_flags ^ GBX_LCD_FLAG_FRONT) & ~GBX_LCD_FLAG_WY_HIT);
+      // As the line renderer's (hw/lcd.h): the first frame after LCD on is not shown (its
+      // VBlank leaves the blank front buffer in place).
+      const u8 swap = (b.lcd_flags & GBX_LCD_FLAG_SKIP) ? (u8)0 : (u8)GBX_LCD_FLAG_FRONT;
+      b.lcd_flags = (u8)((b.lcd_flags ^ swap) & ~(GBX_LCD_FLAG_WY_HIT | GBX_LCD_FLAG_SKIP));
       b.lcd_win_line = 0;
       f.active = 0;
       f.line = GBX_FIFO_IDLE_LINE;
@@ -206,7 +209,8 @@ GBX_NOINLINE void lcd_catch_up_slow(Machine& b, i64 now) {
     const i64 until = now - start + GBX_FIFO_WRITE_DOT;  // dots of mode 3 to have run
     u8* row = lcd_buffer(b, false) + line * GBX_LCD_ROW_BYTES;
     if (!f.active) {
-      if (!lcd_frame_needed(b, frame_start + 144 * GBX_LINE_DOTS)) {
+      if ((b.lcd_flags & GBX_LCD_FLAG_SKIP) ||
+          !lcd_frame_needed(b, frame_start + 144 * GBX_LINE_DOTS)) {
         f.line = (u8)line;
         b.lcd_next = lcd_fifo_after_line(frame_start, line);
         continue;

@@ -58,11 +58,11 @@ def test_unknown_ppu_is_a_value_error(gbx):
 
 SCRIPT = textwrap.dedent(
     r"""
-    import sys
+    import os
     import numpy as np
     import gbx
 
-    rom, N = sys.argv[1], 2
+    rom, N = os.environ["GBX_TEST_PPU_ROM"], 2
     for ppu in ("line", "fifo"):
         out = {}
         for device in ("cuda", "cpu"):
@@ -85,5 +85,5 @@ SCRIPT = textwrap.dedent(
 def test_pixels_cuda_equal_cpu_under_both_models_on_the_driver_double():
     # Mealybug's ROM where present (the models differ on it); else a built-in scene.
     rom = ROM if os.path.exists(ROM) else "builtin:PPU_BENCH"
-    out = run_on_double(SCRIPT.replace("sys.argv[1]", repr(rom)))
+    out = run_on_double(SCRIPT, GBX_TEST_PPU_ROM=rom)
     assert out.strip().splitlines()[-1] == "OK", out

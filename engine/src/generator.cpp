@@ -347,7 +347,11 @@ class Generator {
     out += "\n" + line_directive(f.body_line, f.path);
     for (const auto& line : body.value().lines)
       out += line.empty() ? "\n" : "          " + line + "\n";
-    out += e.cb ? "        } break;\n" : "        } GBX_NEXT_OP break;\n";
+    // EI, DI, HALT, STOP and illegal opcodes (roles end_after, excluded) are the only ones that
+    // change IME's delay, the HALT bug or the run state: they end with the loop top, so
+    // GBX_NEXT_OP need not test those for every other opcode.
+    const bool loop_top = e.cb || e.role == FlowRole::EndAfter || e.role == FlowRole::Excluded;
+    out += loop_top ? "        } break;\n" : "        } GBX_NEXT_OP break;\n";
     return out;
   }
 

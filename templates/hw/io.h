@@ -3,7 +3,11 @@
 GBX_FN void events_reschedule(Machine& b) {
   i64 next = b.timer_event < b.ppu_event ? b.timer_event : b.ppu_event;
   next = GBX_COLD(b, serial_event) < next ? GBX_COLD(b, serial_event) : next;
-  b.next_event = b.joyp_event < next ? b.joyp_event : next;
+  next = b.joyp_event < next ? b.joyp_event : next;
+#if GBX_DEVICE_CPU
+  next = b.step_end < next ? b.step_end : next;
+#endif
+  b.next_event = next;
 }
 
 // Bits that read as 1 whatever was written (unused bits, write-only registers, unmapped

@@ -117,6 +117,11 @@ struct Machine {
   // A DMA restarted while one ran: the old one keeps the bus until this many T-cycles after
   // the FF46 write (1-8; 0: no overlap). The write was at dma_start() - 8.
   u8 dma_overlap;
+#if GBX_DEVICE_CPU
+  // The step's frame target, folded into next_event (events_reschedule), so the threaded
+  // dispatch tests one bound per instruction instead of two (GBX_NEVER outside a step).
+  i64 step_end;
+#endif
 #ifdef GBX_HOOK_COUNT
   u32* hook_hits;  // kernels with hooks: this env's GBX_HOOK_COUNT counters (GbxParams::hits)
 #endif

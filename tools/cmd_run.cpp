@@ -333,6 +333,11 @@ int cmd_run(const RunOptions& o) {
       for (const int64_t n : counts.value()) spec += n;
     std::printf("specialized blocks retired %lld of %lld instructions (%.1f%%)\n", spec, instr,
                 instr > 0 ? 100.0 * (double)spec / (double)instr : 0.0);
+    if (tiering && be.specialize_retiers() > 0)
+      std::printf(
+          "re-profiled %d time(s): the blocks' share of a profile window fell under half "
+          "its best\n",
+          be.specialize_retiers());
   }
   if (o.print_state || !o.serial) {
     auto s = be.get_cpu_state(o.env);

@@ -2,7 +2,9 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <thread>
 
 #include "gbx/engine/specialize.h"
@@ -59,7 +61,10 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::create(const Rom& rom, const Bac
   auto k = build_cpu_kernel(bundle.value(), p, cache);
   if (!k) return k.take_error();
   b->kernel_ = std::move(k.value());
-  if (p.profile) b->profile_counts_.assign(rom.bytes.size(), 0);
+  if (p.profile) {
+    b->profile_counts_.assign(rom.bytes.size(), 0);
+    b->profile_kernel_ = b->kernel_;
+  }
   b->read_memory_ = reinterpret_cast<CpuReadMemoryFn>(b->kernel_.entry("read_memory"));
   if (!b->read_memory_)
     return make_error(ErrorKind::Template,
@@ -167,23 +172,42 @@ void CpuBackend::use_kernel(CpuKernel k) {
 }
 
 // The tiers (tier_up.h): profile, then compile in the background (the profiling kernel keeps
-// running with counting off), then swap in the specialized kernel between two steps.
+// running with counting off), then swap in the specialized kernel between two steps; when its
+// blocks stop covering what runs, profile again (watch()) and compile blocks for both.
 void CpuBackend::auto_tier_after_step(int frames) {
   if (tier_.profile_done_after(frames)) {
-    const std::vector<uint32_t> counts = std::move(profile_counts_);
+    if (merged_counts_.empty()) {
+      merged_counts_ = std::move(profile_counts_);
+    } else {
+      for (size_t i = 0; i < merged_counts_.size(); ++i)
+        merged_counts_[i] += std::min(profile_counts_[i], UINT32_MAX - merged_counts_[i]);
+    }
     profile_counts_.clear();  // counting stops: the kernel checks the pointer
-    tier_.compile(rom_.bytes, counts, synth_params_for(cfg_, Device::Cpu, 32),
+    tier_.compile(rom_.bytes, merged_counts_, synth_params_for(cfg_, Device::Cpu, 32),
                   [](TemplateBundle b, SynthParams p) {
                     KernelCache cache;
                     return build_cpu_kernel(b, p, cache);
                   });
+    // A re-profile: the earlier specialized kernel runs until the new one is ready.
+    if (spec_kernel_) use_kernel(*spec_kernel_);
     return;
   }
-  if (auto k = tier_.take_ready(false)) use_kernel(std::move(*k));
+  if (auto k = tier_.take_ready(false)) {
+    spec_kernel_ = *k;
+    use_kernel(std::move(*k));
+    return;
+  }
+  if (tier_.watch(frames, step_instrs_, step_block_instrs_) && profile_kernel_) {
+    profile_counts_.assign(rom_.bytes.size(), 0);
+    use_kernel(*profile_kernel_);
+  }
 }
 
 Status CpuBackend::finish_tier_up() {
-  if (auto k = tier_.take_ready(true)) use_kernel(std::move(*k));
+  if (auto k = tier_.take_ready(true)) {
+    spec_kernel_ = *k;
+    use_kernel(std::move(*k));
+  }
   return tier_.outcome();
 }
 
@@ -238,7 +262,19 @@ Status CpuBackend::run(const std::vector<int32_t>& actions, int frames, const in
   const CpuStepFn fn = kernel_.step;
   // The pool hands out env ranges (each thread keeps the same envs from step to step, the
   // tail is shared by stealing); the kernel itself skips envs whose env_frames is < 0.
+  // What the specialized kernel's blocks cover, for re-profiling (tier_up.h watch()): this
+  // step's retired instructions, in all and in blocks (resets happen between steps).
+  const bool watch = tier_.state() == TierState::Specialized;
+  auto sum = [n](const long long* v) {
+    int64_t t = 0;
+    for (int i = 0; i < n; ++i) t += v[i];
+    return t;
+  };
+  const int64_t all0 = watch ? sum(p.s.instr_count) : 0;
+  const int64_t block0 = watch ? sum(spec_retired_.data()) : 0;
   pool_->run(n, [&](int64_t b, int64_t e) { fn(&p, (int)b, (int)e); });
+  step_instrs_ = watch ? sum(p.s.instr_count) - all0 : 0;
+  step_block_instrs_ = watch ? sum(spec_retired_.data()) - block0 : 0;
   return ok_status();
 }
 

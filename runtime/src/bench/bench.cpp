@@ -260,6 +260,7 @@ Result<json> run_bench(const BenchOptions& o) {
                        {"warmup_seconds", r.warmup_seconds},
                        {"tier_up_steps", r.tier_up_steps},
                        {"tier_up_seconds", r.tier_up_seconds},
+                       {"retiers", be->specialize_retiers()},
                        {"rss_bytes", r.rss_bytes}});
   }
 

@@ -258,6 +258,9 @@ class Backend {
   // "off" without auto. A step that ends the profile starts the compile; the first step
   // after the compile is done swaps the kernel in, so the step after that runs on it.
   virtual std::string specialize_status() const { return "off"; }
+  // How many times auto re-profiled because the blocks stopped covering what ran (tier_up.h
+  // watch(); cpu backend).
+  virtual int specialize_retiers() const { return 0; }
   // Waits for a kernel compiling in the background (the specialized kernel under auto; on
   // cuda also the optimized one after a tiered start) and puts it in for the next step.
   // Nothing to wait for is no error. Runs never call it (they must not wait on a compile);

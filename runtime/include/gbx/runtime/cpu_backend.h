@@ -69,6 +69,7 @@ class CpuBackend : public Backend {
   // Profiling kernels (BackendConfig::profile): instructions executed per ROM offset so far.
   const std::vector<uint32_t>& profile_counts() const { return profile_counts_; }
   std::string specialize_status() const override { return tier_.status(); }
+  int specialize_retiers() const override { return tier_.retiers(); }
   Status finish_tier_up() override;
   Result<std::vector<int64_t>> specialized_instr_counts() override {
     return std::vector<int64_t>(spec_retired_.begin(), spec_retired_.end());
@@ -99,6 +100,12 @@ class CpuBackend : public Backend {
   EnvState reset_image_;
   std::vector<uint32_t> profile_counts_;
   std::vector<long long> spec_retired_;  // GbxParams::spec_retired, one per env
+  // Re-profiling (tier_up.h watch()): every profile's counts added up, the profiling kernel to
+  // go back to, the current specialized kernel (it runs while the next one compiles), and the
+  // last step's instructions retired in all and in blocks, summed over the envs.
+  std::vector<uint32_t> merged_counts_;
+  std::optional<CpuKernel> profile_kernel_, spec_kernel_;
+  int64_t step_instrs_ = 0, step_block_instrs_ = 0;
   // Tiering (specialize_auto_frames): frames profiled so far, the background compile, state.
   void auto_tier_after_step(int frames);
   void use_kernel(CpuKernel k);

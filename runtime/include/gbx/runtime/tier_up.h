@@ -5,6 +5,15 @@
 // running (counting off), and it is swapped in between two steps (same state ABI). One state
 // machine with explicit states, so the cpu and cuda backends cannot drift apart, and a failed
 // specialization is an error finish_tier_up() returns, not only a status string.
+//
+// Re-profiling (watch(); the cpu backend calls it): a profile only knows the code that ran in
+// its window, and games move on (libbet's title loop, then the game: its first profile covered
+// 6% of what ran afterwards). When a window of the profile's length finds the blocks' share
+// of retired instructions under kRetierShare, or under kRetierDrop of the best window's since
+// the kernel went in, the profile is taken again and added to the earlier ones, and a kernel
+// with blocks for both compiles in the background. At most kMaxRetiers times, and no more once
+// a re-profile did not lift the share by kRetierGain (code outside ROM, which no block covers,
+// would otherwise re-profile to no end).
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -39,6 +48,11 @@ Result<TierPlan> make_tier_plan(const std::vector<uint8_t>& rom,
 template <class Kernel>
 class SpecializeTierUp {
  public:
+  static constexpr int kMaxRetiers = 3;
+  static constexpr double kRetierShare = 0.5;  // a window under this share re-profiles,
+  static constexpr double kRetierDrop = 0.5;   // ... or under this fraction of the best one's,
+  static constexpr double kRetierGain = 0.1;   // ... unless the last re-profile gained less
+
   // Off -> Profiling: the next `frames` frames are profiled.
   void start(int64_t frames) {
     state_ = TierState::Profiling;
@@ -64,7 +78,8 @@ class SpecializeTierUp {
   // Profiling -> Compiling (or Failed): plans from the counts and compiles in the background.
   void compile(const std::vector<uint8_t>& rom, const std::vector<uint32_t>& counts,
                SynthParams base, std::function<Result<Kernel>(TemplateBundle, SynthParams)> build) {
-    auto plan = make_tier_plan(rom, counts, frames_, std::move(base));
+    profiled_total_ += frames_;  // counts add up over re-profiles (watch())
+    auto plan = make_tier_plan(rom, counts, profiled_total_, std::move(base));
     if (!plan) return fail(plan.error().message);
     state_ = TierState::Compiling;
     compile_ = std::async(std::launch::async,
@@ -85,8 +100,39 @@ class SpecializeTierUp {
       return std::nullopt;
     }
     state_ = TierState::Specialized;
+    best_share_ = 0;
+    window_ = Window{};
     return std::move(*k);
   }
+
+  // Specialized: after each step, the frames it ran and the instructions retired in all and
+  // inside specialized blocks during it. True when the blocks' share over the last window of
+  // the profile's length fell under kRetierDrop of the best window's since the kernel went
+  // in: the state is Profiling again (the caller zeroes its counters and runs the profiling
+  // kernel; the counts it gives compile() next should include the earlier profiles').
+  bool watch(int64_t frames, int64_t all_instrs, int64_t block_instrs) {
+    if (state_ != TierState::Specialized || retiers_ >= kMaxRetiers || gave_up_) return false;
+    window_.frames += frames;
+    window_.all += all_instrs;
+    window_.block += block_instrs;
+    if (window_.frames < goal_frames_) return false;
+    const double share = window_.all > 0 ? (double)window_.block / (double)window_.all : 1.0;
+    window_ = Window{};
+    last_share_ = share;
+    if (best_share_ == 0 && retiers_ > 0 && share < retier_share_ + kRetierGain) {
+      gave_up_ = true;  // the first window after a re-profile: it did not help
+      return false;
+    }
+    if (share > best_share_) best_share_ = share;
+    if (share >= kRetierShare && share >= kRetierDrop * best_share_) return false;
+    ++retiers_;
+    retier_share_ = share;
+    start(goal_frames_);
+    return true;
+  }
+  int retiers() const { return retiers_; }
+  // The blocks' share of the instructions retired in the last complete window (-1: none yet).
+  double last_share() const { return last_share_; }
 
   // Blocks until a background compile (if any) has finished, leaving its result to take.
   void wait() const {
@@ -106,9 +152,19 @@ class SpecializeTierUp {
   }
 
  private:
+  struct Window {
+    int64_t frames = 0, all = 0, block = 0;
+  };
   TierState state_ = TierState::Off;
   int64_t goal_frames_ = 0;
   int64_t frames_ = 0;
+  int64_t profiled_total_ = 0;
+  int retiers_ = 0;
+  bool gave_up_ = false;
+  double best_share_ = 0;
+  double last_share_ = -1;
+  double retier_share_ = 0;  // the share that started the last re-profile
+  Window window_;
   std::string failure_;
   std::future<Result<Kernel>> compile_;
 };

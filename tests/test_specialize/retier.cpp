@@ -1,0 +1,139 @@
+// Re-profiling under --specialize auto (runtime/include/gbx/runtime/tier_up.h, watch()): a
+// profile knows only the code of its window, so when a game moves on the blocks stop covering
+// what runs; auto profiles again, adds the counts and swaps in a kernel with blocks for both.
+// Bit-exact throughout: the end state equals the interpreter's.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "gbx/runtime/asm.h"
+#include "gbx/runtime/cpu_backend.h"
+#include "gbx/runtime/rom.h"
+#include "gbx/runtime/rom_builder.h"
+#include "spec_share.h"
+
+using namespace gbx;
+
+namespace {
+
+Rom assembled(const std::string& title, Asm& a) {
+  RomSpec spec;
+  spec.title = title;
+  auto placed = a.place(spec);
+  REQUIRE_MESSAGE(placed.ok(), (placed.ok() ? "" : placed.error().message));
+  auto rom = rom_from_bytes(title, build_rom(spec));
+  REQUIRE_MESSAGE(rom.ok(), (rom.ok() ? "" : rom.error().message));
+  return rom.value();
+}
+
+// Two phases, as a title screen and a game: ~14 frames of one loop (0x5000 rounds of 12
+// M-cycles), then another loop for ever.
+Rom phase_rom() {
+  Asm a;
+  a.op("LD SP,d16", 0xDFF0).op("LD HL,d16", 0x5000).op("LD C,d8", 0);
+  a.label("title")
+      .op("INC C")
+      .op("LD A,C")
+      .op("ADD A,d8", 3)
+      .op("LD C,A")
+      .op("DEC HL")
+      .op("LD A,H")
+      .op("OR L")
+      .op("JR NZ,r8", "title");
+  a.label("game")
+      .op("INC D")
+      .op("LD A,D")
+      .op("XOR d8", 0x5A)
+      .op("LD D,A")
+      .op("INC E")
+      .op("JR r8", "game");
+  return assembled("PHASES", a);
+}
+
+// Its loop runs from WRAM: no block can cover it, whatever the profile.
+Rom wram_loop_rom() {
+  Asm a;
+  a.op("LD SP,d16", 0xDFF0).op("LD HL,d16", "loop").op("LD DE,d16", 0xC100).op("LD B,d8", 4);
+  a.label("copy").op("LD A,(HL+)").op("LD (DE),A").op("INC DE").op("DEC B").op("JR NZ,r8", "copy");
+  a.op("JP a16", 0xC100);
+  a.label("loop").op("INC C").op("INC D").op("JR r8", -4);  // 4 bytes, at C100 once copied
+  return assembled("WRAMLOOP", a);
+}
+
+BackendConfig config(int auto_frames) {
+  BackendConfig cfg;
+  cfg.num_envs = 2;
+  cfg.stage = Stage::EmulateOnly;
+  cfg.threads = 1;
+  cfg.specialize_auto_frames = auto_frames;
+  return cfg;
+}
+
+struct Run {
+  std::vector<double> shares;  // per step: the blocks' share of the instructions it retired
+  int retiers = 0;
+  std::string text() const {
+    std::string s;
+    for (double x : shares) s += std::to_string(x).substr(0, 4) + " ";
+    return s;
+  }
+};
+
+// Steps the auto backend beside the interpreter, one frame a step, waiting for each compile
+// (finish_tier_up) so the swaps happen at the same steps on every machine; the end states
+// must be equal.
+Run run_beside_interpreter(const Rom& rom, int steps) {
+  auto dut = CpuBackend::create(rom, config(4));
+  REQUIRE_MESSAGE(dut.ok(), (dut.ok() ? "" : dut.error().message));
+  auto ref = CpuBackend::create(rom, config(0));
+  REQUIRE_MESSAGE(ref.ok(), (ref.ok() ? "" : ref.error().message));
+  Run r;
+  test::SpecShare before = test::spec_share(*dut.value(), 2);
+  for (int i = 0; i < steps; ++i) {
+    REQUIRE(ref.value()->step({}).ok());
+    REQUIRE(dut.value()->step({}).ok());
+    if (dut.value()->specialize_status() == "compiling")
+      REQUIRE(dut.value()->finish_tier_up().ok());
+    const test::SpecShare now = test::spec_share(*dut.value(), 2);
+    const int64_t all = now.retired - before.retired;
+    r.shares.push_back(all > 0 ? (double)(now.in_blocks - before.in_blocks) / (double)all : 0);
+    before = now;
+  }
+  r.retiers = dut.value()->specialize_retiers();
+  for (int env = 0; env < 2; ++env) {
+    CAPTURE(env);
+    auto a = ref.value()->save_state(env);
+    auto b = dut.value()->save_state(env);
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    CHECK(a.value() == b.value());
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("auto re-profiles once the code moves on, and the new kernel covers both phases") {
+  const Run r = run_beside_interpreter(phase_rom(), 48);
+  const std::string shares = r.text();
+  CAPTURE(shares);
+  CHECK(r.retiers == 1);
+  // Profiled on the first loop: its blocks carry it, then nothing of the second loop.
+  CHECK(r.shares[6] > 0.9);
+  bool uncovered = false;
+  for (size_t i = 14; i < 24; ++i) uncovered = uncovered || r.shares[i] < 0.1;
+  CHECK(uncovered);
+  // After the re-profile: the second loop in blocks.
+  for (size_t i = r.shares.size() - 4; i < r.shares.size(); ++i) CHECK(r.shares[i] > 0.9);
+}
+
+TEST_CASE("auto stops re-profiling when a re-profile does not lift the blocks' share") {
+  // Code in WRAM: the first window re-profiles (its share is under half), the kernel after it
+  // covers no more, so auto gives up instead of profiling up to kMaxRetiers times.
+  const Run r = run_beside_interpreter(wram_loop_rom(), 40);
+  const std::string shares = r.text();
+  CAPTURE(shares);
+  CHECK(r.retiers == 1);
+  CHECK(r.shares.back() < 0.1);
+}

@@ -196,7 +196,7 @@ class SpecEmitter {
     for (auto& [r, members] : fns) {
       std::snprintf(buf, sizeof buf,
                     "GBX_NOINLINE u32 spec_fn_%zu(u32 entry, Cpu& io, Machine& m, i64 room) {\n"
-                    "  Cpu cpu = io;\n"
+                    "  Cpu cpu = spec_cpu_in(io);\n"
                     "  SpecBus bus = {m, m.mem, m.rom0, m.romx, m.cycles, false};\n"
                     "  const i64 limit = bus.cycles + room;\n"
                     "  u32 n = 0;\n",

@@ -26,6 +26,27 @@ GBX_FN u8& spec_mem(SpecBus& b, u32 off) {
 #endif
 }
 
+// A block's registers, read field by field from the caller's Cpu. A struct copy loads it 8
+// bytes at a time, right after the interpreter's byte stores to it: a store-to-load forward
+// that fails, paid at every block entry (the cpu interpreter keeps its Cpu in memory).
+GBX_FN Cpu spec_cpu_in(const Cpu& io) {
+  Cpu c;
+  c.a = io.a;
+  c.f = io.f;
+  c.b = io.b;
+  c.c = io.c;
+  c.d = io.d;
+  c.e = io.e;
+  c.h = io.h;
+  c.l = io.l;
+  c.pc = io.pc;
+  c.sp = io.sp;
+  c.ime = io.ime;
+  c.ei_delay = io.ei_delay;
+  c.halt_bug = io.halt_bug;
+  return c;
+}
+
 GBX_FN void spec_sync(SpecBus& b) {
   b.rom0 = b.m.rom0;
   b.romx = b.m.romx;

@@ -42,6 +42,7 @@ def load(path):
             "envs": r["num_envs"],
             "tier_up_seconds": r.get("tier_up_seconds", 0.0),
             "tier_up_steps": r.get("tier_up_steps", 0),
+            "retiers": r.get("retiers", 0),
             "system": s.get("system", {}),
             "config": s.get("config", {}),
         }
@@ -100,6 +101,8 @@ def main():
                 )
                 entry["columns"][c]["tier_up_steps"] = ok[0]["tier_up_steps"] if ok else None
                 entry["columns"][c]["tier_up_seconds_cold"] = cold and cold["tier_up_seconds"]
+                # Re-profiles inside the timed window (--specialize auto, cpu backend).
+                entry["columns"][c]["retiers_per_round"] = [x and x["retiers"] for x in runs]
         for num, den in RATIOS:
             if num not in per_round or den not in per_round:
                 continue
@@ -138,6 +141,12 @@ def main():
                 f"; in the rounds (the kernel cache's, compiled in round 1 if absent) "
                 f"{fmt(col.get('tier_up_seconds_cached'), ' s')}"
             )
+            retiers = col.get("retiers_per_round") or []
+            if any(retiers):
+                print(
+                    "  spec re-profiles in the timed window, per round: "
+                    + " ".join("-" if r is None else str(r) for r in retiers)
+                )
         for k, v in e["ratios"].items():
             print(f"  {k:<14}{fmt(v, 'x')}")
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <pwd.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -475,6 +476,27 @@ CacheEntry KernelCache::publish(const std::string& key,
     drop_tmp();
     return not_writable(ex.what());
   }
+}
+
+CompileLock::~CompileLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing the descriptor releases the flock
+}
+
+CompileLock KernelCache::lock_compile(const std::string& key) const {
+  if (!valid_key(key)) return CompileLock();
+  const fs::path dir = root_ / "kernels" / "v1" / "locks";  // list() skips it (not a shard)
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return CompileLock();
+  const int fd = ::open((dir / (key + ".lock")).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return CompileLock();
+  while (::flock(fd, LOCK_EX) != 0) {
+    if (errno != EINTR) {
+      ::close(fd);
+      return CompileLock();
+    }
+  }
+  return CompileLock(fd);
 }
 
 std::vector<CacheEntry> KernelCache::list() const {

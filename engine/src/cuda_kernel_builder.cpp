@@ -260,6 +260,12 @@ Result<CudaKernelBuild> build_cuda_kernel(const TemplateBundle& bundle, const Sy
     hit->build.warnings = std::move(warnings);
     return std::move(*hit);
   }
+  // Missed: wait for whoever compiles this key now, then look again (cache.h).
+  const CompileLock lock = cache.lock_compile(p.key);
+  if (auto hit = lookup(cache, p, opts, &warnings)) {
+    hit->build.warnings = std::move(warnings);
+    return std::move(*hit);
+  }
 
   const auto t0 = Clock::now();
   auto out = nvrtc_compile(p.source.source, p.source.file_name, opts);

@@ -95,6 +95,12 @@ Result<CpuKernel> build_cpu_kernel(const TemplateBundle& bundle, const SynthPara
   for (int attempt = 0; attempt < 2; ++attempt) {
     const auto t1 = Clock::now();
     auto hit = cache.lookup(b.key, &b.warnings);
+    // Missed: wait for whoever compiles this key now, then look again (cache.h).
+    std::optional<CompileLock> lock;
+    if (!hit) {
+      lock.emplace(cache.lock_compile(b.key));
+      hit = cache.lookup(b.key, &b.warnings);
+    }
     b.lookup_ms = ms_since(t1);
     if (hit) {
       b.entry = std::move(*hit);

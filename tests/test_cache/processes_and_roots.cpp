@@ -2,6 +2,10 @@
 // in-memory fallback), list / find_prefix / clear, and cache root resolution (helpers: common.h).
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 #include "common.h"
 
 TEST_CASE("two processes publishing the same keys at once both succeed") {
@@ -276,4 +280,32 @@ TEST_CASE("cache root: argument, then GBX_CACHE_DIR, then XDG_CACHE_HOME, then H
   }
   const char* after = std::getenv("GBX_CACHE_DIR");
   CHECK((after ? std::optional<std::string>(after) : std::nullopt) == gbx_before);
+}
+
+TEST_CASE("lock_compile: a second compile of the same key waits for the first, others do not") {
+  // What keeps two processes (pytest-xdist workers, Ray workers) from compiling one kernel
+  // twice: build_cpu_kernel and build_cuda_kernel take it after a miss and look again.
+  // flock conflicts between two opens of the file, so threads show it as processes would.
+  TempDir t;
+  KernelCache cache(t.path);
+  const std::string key = "ab" + std::string(62, '7');
+  const std::string other = "cd" + std::string(62, '7');
+  std::optional<gbx::CompileLock> first(cache.lock_compile(key));
+  REQUIRE(first->held());
+  CHECK(cache.lock_compile(other).held());  // another key: taken at once
+  CHECK_FALSE(cache.lock_compile("not-a-key").held());
+  std::atomic<bool> released{false}, taken{false};
+  bool taken_after_release = false;
+  std::thread second([&] {
+    const gbx::CompileLock l = cache.lock_compile(key);
+    taken_after_release = l.held() && released.load();
+    taken = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK_FALSE(taken.load());  // still waiting
+  released = true;
+  first.reset();
+  second.join();
+  CHECK(taken_after_release);
+  CHECK(cache.list().empty());  // the locks folder is no entry
 }

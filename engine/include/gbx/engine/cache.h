@@ -45,6 +45,21 @@ struct CacheEntry {
   bool in_memory() const { return dir.empty(); }
 };
 
+// An exclusive hold on one key's compile (KernelCache::lock_compile), released when it goes.
+class CompileLock {
+ public:
+  CompileLock() = default;
+  explicit CompileLock(int fd) : fd_(fd) {}
+  CompileLock(CompileLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  CompileLock& operator=(CompileLock&&) = delete;
+  CompileLock(const CompileLock&) = delete;
+  ~CompileLock();
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
 class KernelCache {
  public:
   // root: explicit dir, else $GBX_CACHE_DIR, else $XDG_CACHE_HOME/gbx, else ~/.cache/gbx.
@@ -64,6 +79,13 @@ class KernelCache {
   // warning is appended (never an error: compilation results are still usable).
   CacheEntry publish(const std::string& key, const std::map<std::string, std::string>& files,
                      nlohmann::json meta, std::vector<std::string>* warnings);
+
+  // Taken after a miss, before compiling: a process or thread that missed on the same key
+  // waits here while another compiles it, then looks again and finds the entry, instead of
+  // compiling it a second time (pytest-xdist workers, ctest -j, Ray workers that start
+  // together). flock on kernels/v1/locks/<key>.lock, so a holder that dies releases it. Not
+  // held (compiles may repeat, as without it) where the cache is not writable.
+  CompileLock lock_compile(const std::string& key) const;
 
   std::vector<CacheEntry> list() const;  // valid-looking entries (meta.json parsed), by key
   // Entries whose key starts with prefix; error if none or ambiguous.

@@ -118,7 +118,6 @@ class SpecializeTierUp {
     if (window_.frames < goal_frames_) return false;
     const double share = window_.all > 0 ? (double)window_.block / (double)window_.all : 1.0;
     window_ = Window{};
-    last_share_ = share;
     if (best_share_ == 0 && retiers_ > 0 && share < retier_share_ + kRetierGain) {
       gave_up_ = true;  // the first window after a re-profile: it did not help
       return false;
@@ -131,8 +130,6 @@ class SpecializeTierUp {
     return true;
   }
   int retiers() const { return retiers_; }
-  // The blocks' share of the instructions retired in the last complete window (-1: none yet).
-  double last_share() const { return last_share_; }
 
   // Blocks until a background compile (if any) has finished, leaving its result to take.
   void wait() const {
@@ -162,7 +159,6 @@ class SpecializeTierUp {
   int retiers_ = 0;
   bool gave_up_ = false;
   double best_share_ = 0;
-  double last_share_ = -1;
   double retier_share_ = 0;  // the share that started the last re-profile
   Window window_;
   std::string failure_;

@@ -49,16 +49,8 @@ cold=${GBX_GAMES_COLD:-1}
 gbx="$build/tools/gbx-run"
 [ -x "$gbx" ] || { echo "bench-games: build first (scripts/build.sh)" >&2; exit 2; }
 
-if [ -n "${GBX_GAMES_ROMS:-}" ]; then
-  roms=$GBX_GAMES_ROMS
-else
-  roms=""
-  [ -f "$build/roms/game_loop.gb" ] && roms="$build/roms/game_loop.gb"
-  for g in 2048 libbet; do
-    f="$root/../shared/games/$g.gb"
-    [ -f "$f" ] && roms="$roms $f"
-  done
-fi
+. "$root/scripts/games-common.sh"
+roms=${GBX_GAMES_ROMS:-$(gbx_games_roms "$build" "$root")}
 [ -n "${roms// /}" ] || { echo "bench-games: no ROMs" >&2; exit 2; }
 
 out="$root/artifacts/bench-games/$(date -u +%Y%m%dT%H%M%SZ)"
@@ -68,25 +60,10 @@ log "bench-games: $(date -u +%FT%TZ) on $(nproc) cores, $(grep -m1 'model name' 
 log "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 log "envs $envs, $fps frames/step, buttons held $release frames, seed $seed, $rounds rounds x ${secs}s"
 
-# The input schedule, from the seed alone: one action byte per segment (schedule.bin, what
-# `gbx-run run --actions FILE` takes, one byte per step) and the same as [[action, frames],
-# ...] for PyBoy (schedule.json).
-python3 - "$seed" "$segments" "$hold" "$out/schedule.bin" > "$out/schedule.json" <<'EOF'
-import json, random, sys
-seed, segs, hold = (int(x) for x in sys.argv[1:4])
-rng = random.Random(seed)
-actions = [rng.randrange(256) for _ in range(segs)]
-open(sys.argv[4], "wb").write(bytes(actions))
-print(json.dumps([[a, hold] for a in actions]))
-EOF
-
-# make_state BACKEND ROM STATE: plays the schedule from power-on (the post-boot state) on one
-# env, one step per segment, and saves the state at its end.
-make_state() {
-  "$gbx" run --backend "$1" --rom "$2" --envs 1 --threads 1 --stage emulate_only \
-    --frames $((segments * hold)) --frames-per-step "$hold" --actions "$out/schedule.bin" \
-    --save-state "$3" >/dev/null
-}
+# The input schedule (schedule.bin for gbx-run, schedule.json for PyBoy) and the states made
+# from it: scripts/games-common.sh.
+gbx_games_schedule "$seed" "$segments" "$hold" "$out/schedule.bin" "$out/schedule.json"
+make_state() { gbx_games_state "$gbx" "$1" "$2" "$out/schedule.bin" "$segments" "$hold" "$3"; }
 
 common=(--envs "$envs" --threads 1 --frames-per-step "$fps" --release-after-frames "$release"
         --stage emulate_only --actions random --seed "$seed" --warmup-steps 2)

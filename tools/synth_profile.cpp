@@ -14,6 +14,10 @@ struct ProfileOptions {
   int frames = 600;
   std::string actions = "random";
   uint64_t seed = 1;
+  int envs = 1;
+  int frames_per_step = 1;
+  int release_after_frames = -1;
+  std::string load_state;
   std::string out;
 };
 
@@ -24,6 +28,10 @@ int cmd_profile(const ProfileOptions& o) {
   ro.frames = o.frames;
   ro.actions = o.actions;
   ro.seed = o.seed;
+  ro.envs = o.envs;
+  ro.frames_per_step = o.frames_per_step;
+  ro.release_after_frames = o.release_after_frames;
+  ro.load_state = o.load_state;
   const auto t0 = Clock::now();
   auto prof = profile_rom(*rom, ro);
   if (!prof) return fail(prof.error());
@@ -34,10 +42,10 @@ int cmd_profile(const ProfileOptions& o) {
   for (const auto& b : (*plan)->blocks) hot += b.weight;
   std::fprintf(
       stderr,
-      "profiled %d frames in %.0f ms: %llu instructions from ROM, %zu blocks; hot set "
+      "profiled %d frames x %d env(s) in %.0f ms: %llu instructions from ROM, %zu blocks; hot set "
       "%zu blocks covering %.1f%%\n",
-      o.frames, ms_since(t0), (unsigned long long)prof->total_instructions, prof->blocks.size(),
-      (*plan)->blocks.size(),
+      o.frames, o.envs, ms_since(t0), (unsigned long long)prof->total_instructions,
+      prof->blocks.size(), (*plan)->blocks.size(),
       prof->total_instructions ? 100.0 * (double)hot / (double)prof->total_instructions : 0.0);
   if (o.out.empty()) {
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -57,9 +65,19 @@ void register_profile(CLI::App& app, Commands& cmds) {
       "profile",
       "run a ROM on the profiling interpreter, write its blocks (JSON) for --specialize");
   pr->add_option("--rom", prof.rom, "builtin:NAME or a path")->required();
-  pr->add_option("--frames", prof.frames, "frames to profile")->capture_default_str();
-  pr->add_option("--actions", prof.actions, "random | none")->capture_default_str();
+  pr->add_option("--frames", prof.frames, "frames to profile (per env)")->capture_default_str();
+  pr->add_option("--actions", prof.actions, "random (a random byte per env per step) | none")
+      ->capture_default_str();
   pr->add_option("--seed", prof.seed, "seed of the random actions")->capture_default_str();
+  pr->add_option("--envs", prof.envs, "envs profiled together (their counts add up)")
+      ->capture_default_str();
+  pr->add_option("--frames-per-step", prof.frames_per_step, "frames per step (one action a step)")
+      ->capture_default_str();
+  pr->add_option("--release-after-frames", prof.release_after_frames,
+                 "buttons are released after N frames of each step (-1: never)")
+      ->capture_default_str();
+  pr->add_option("--load-state", prof.load_state,
+                 "save state every env starts from (gbx-run run --save-state): profile mid-game");
   pr->add_option("--out", prof.out, "output file (default: stdout)");
   cmds.emplace_back(pr, [] { return cmd_profile(prof); });
 }

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "gbx/runtime/cpu_backend.h"
+#include "gbx/runtime/save_state.h"
 #include "gbx/runtime/specialize.h"
 
 namespace gbx {
@@ -13,24 +14,41 @@ Result<SpecProfile> profile_rom(const Rom& rom, const ProfileRunOptions& opts,
   if (opts.actions != "random" && opts.actions != "none")
     return make_error(ErrorKind::Usage,
                       "--actions must be random or none (got '" + opts.actions + "')");
+  if (opts.envs < 1) return make_error(ErrorKind::Usage, "--envs must be at least 1");
+  if (opts.frames_per_step < 1)
+    return make_error(ErrorKind::Usage, "--frames-per-step must be at least 1");
+  if (opts.release_after_frames < -1)
+    return make_error(ErrorKind::Usage, "--release-after-frames must be -1 (never) or >= 0");
   BackendConfig cfg;
-  cfg.num_envs = 1;
+  cfg.num_envs = opts.envs;
+  cfg.frames_per_step = opts.frames_per_step;
+  cfg.release_after_frames = opts.release_after_frames;
   cfg.stage = Stage::EmulateOnly;
   cfg.threads = opts.threads;
   cfg.profile = true;
   auto backend = CpuBackend::create(rom, cfg);
   if (!backend) return backend.take_error();
   CpuBackend& b = *backend.value();
+  if (!opts.load_state.empty()) {
+    auto blob = read_save_state_file(opts.load_state);
+    if (!blob) return blob.take_error();
+    if (Status st = b.set_reset_state({blob.value()}); !st)
+      return make_error(st.error().kind,
+                        "--load-state " + opts.load_state + ": " + st.error().message);
+    if (Status st = b.reset(std::vector<uint8_t>((size_t)opts.envs, 1)); !st)
+      return st.take_error();
+  }
   std::mt19937_64 rng(opts.seed);
-  std::vector<int32_t> actions(1, 0);
-  for (int f = 0; f < opts.frames; ++f) {
-    actions[0] = opts.actions == "random" ? (int32_t)(rng() & 0xFF) : 0;
+  std::vector<int32_t> actions((size_t)opts.envs, 0);
+  const int steps = (opts.frames + opts.frames_per_step - 1) / opts.frames_per_step;
+  for (int s = 0; s < steps; ++s) {
+    for (int32_t& a : actions) a = opts.actions == "random" ? (int32_t)(rng() & 0xFF) : 0;
     if (Status st = b.step(actions); !st) return st.take_error();
   }
   auto bundle = TemplateBundle::load(TemplateBundle::default_root());
   if (!bundle) return bundle.take_error();
   return spec_profile_from_counts(bundle.value().opcodes(), rom.bytes, b.profile_counts(),
-                                  opts.frames, limits);
+                                  steps * opts.frames_per_step, limits);
 }
 
 Result<std::shared_ptr<const SpecPlan>> spec_plan_for(const Rom& rom, const SpecProfile& profile,

@@ -13,13 +13,19 @@
 namespace gbx {
 
 struct ProfileRunOptions {
-  int frames = 600;                // frames profiled (one step per frame)
-  std::string actions = "random";  // random: a random button byte per frame; none: no input
+  int frames = 600;                // frames profiled per env
+  std::string actions = "random";  // random: a random button byte per env per step; none: no input
   uint64_t seed = 1;
   int threads = 1;
+  int envs = 1;                   // envs stepped together; their counts add up
+  int frames_per_step = 1;        // frames per step (one action per step)
+  int release_after_frames = -1;  // buttons released after N frames of a step (-1: never)
+  std::string load_state;         // save state every env starts from ("" = power-on)
 };
 
-// Runs `rom` on the profiling interpreter (a cached kernel like any other) for one env.
+// Runs `rom` on the profiling interpreter (a cached kernel like any other). With a save state
+// and the step shape of the run to come (24 frames a step, buttons held 8), the profile sees
+// the code that run will execute: the mid-game loop, not the title screen.
 Result<SpecProfile> profile_rom(const Rom& rom, const ProfileRunOptions& opts,
                                 const SpecLimits& limits = {});
 

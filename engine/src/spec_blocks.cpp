@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <set>
 
 namespace gbx {
 namespace {
@@ -133,6 +135,31 @@ class SpecEmitter {
     // or its fall-through, to a block of the same bank window (a block in the other window
     // needs its bank checked at run time, as the dispatch does: left to the interpreter). RET,
     // RETI, JP HL, EI and DI end with no chain: their targets are data, or IME changes.
+    // A chain from k to the block at `t` (in `bank`, default k's own) when that block exists
+    // in the same bank window.
+    auto add_chain = [&](Blk& k, uint32_t t, std::optional<uint32_t> bank = std::nullopt) {
+      if (t >= 0x8000u || (t < 0x4000u) != (k.addr < 0x4000u)) return;
+      auto it = at.find({bank.value_or(k.bank), (uint16_t)t});
+      if (it != at.end() && std::find(k.next.begin(), k.next.end(), it->second) == k.next.end())
+        k.next.push_back(it->second);
+    };
+    // Where the code after block j goes inside its own function: static jumps and
+    // fall-throughs; a CALL continues at its return site (the callee returns there).
+    auto flow_targets = [&](const Blk& j) {
+      std::vector<uint32_t> out;
+      const SpecInstr& last = j.instrs.back();
+      const std::string& f = last.op->family;
+      const uint32_t fall = (uint32_t)(last.addr + last.length) & 0xFFFFu;
+      if (f == "jr" || f == "jr_cc")
+        out.push_back((uint32_t)(last.addr + last.length + (int8_t)last.bytes[1]) & 0xFFFFu);
+      else if (f == "jp" || f == "jp_cc")
+        out.push_back((uint32_t)last.bytes[1] | ((uint32_t)last.bytes[2] << 8));
+      if (f != "jr" && f != "jp" && f != "ret" && f != "reti" && f != "jp_hl") out.push_back(fall);
+      for (uint32_t& t : out)
+        if (t >= 0x8000u || (t < 0x4000u) != (j.addr < 0x4000u)) t = 0xFFFFFFFFu;
+      out.erase(std::remove(out.begin(), out.end(), 0xFFFFFFFFu), out.end());
+      return out;
+    };
     for (Blk& k : blks) {
       const SpecInstr& last = k.instrs.back();
       const std::string& f = last.op->family;
@@ -149,11 +176,38 @@ class SpecEmitter {
       else if (targets.empty() && f != "ret" && f != "reti" && f != "jp_hl" && f != "ei" &&
                f != "di")
         targets.push_back(fall);
-      for (uint32_t t : targets) {
-        if (t >= 0x8000u || (t < 0x4000u) != (k.addr < 0x4000u)) continue;
-        auto it = at.find({k.bank, (uint16_t)t});
-        if (it != at.end() && std::find(k.next.begin(), k.next.end(), it->second) == k.next.end())
-          k.next.push_back(it->second);
+      for (uint32_t t : targets) add_chain(k, t);
+    }
+    // Returns: a RET chains to the return sites of the calls that reach it. From each CALL's
+    // (or RST's) target, the blocks its callee runs are followed (over static jumps and
+    // fall-throughs, over nested calls to their own return sites) up to kMaxCalleeBlocks; each
+    // RET among them gets the call's return site (the block after it) as a chain target. The
+    // chain still tests the PC it popped, so a RET that returns elsewhere (a jump table, a
+    // tail call) goes back to the dispatch as before. sdcc code calls a helper every few
+    // instructions: without these chains every return left the function.
+    constexpr size_t kMaxCalleeBlocks = 64;
+    const size_t static_blocks = blks.size();
+    for (size_t ci = 0; ci < static_blocks; ++ci) {
+      const SpecInstr& call = blks[ci].instrs.back();
+      const std::string& cf = call.op->family;
+      if (cf != "call" && cf != "call_cc" && cf != "rst") continue;
+      const uint32_t callee = cf == "rst"
+                                  ? (uint32_t)(call.bytes[0] & 0x38u)
+                                  : (uint32_t)call.bytes[1] | ((uint32_t)call.bytes[2] << 8);
+      const uint32_t site = (uint32_t)(call.addr + call.length) & 0xFFFFu;
+      auto entry = at.find({blks[ci].bank, (uint16_t)callee});
+      if (entry == at.end() || !at.count({blks[ci].bank, (uint16_t)site})) continue;
+      std::vector<size_t> todo{entry->second};
+      std::set<size_t> seen{entry->second};
+      while (!todo.empty() && seen.size() <= kMaxCalleeBlocks) {
+        Blk& j = blks[todo.back()];
+        todo.pop_back();
+        const std::string& f = j.instrs.back().op->family;
+        if (f == "ret" || f == "ret_cc") add_chain(j, site, blks[ci].bank);
+        for (uint32_t t : flow_targets(j)) {
+          auto it = at.find({j.bank, (uint16_t)t});
+          if (it != at.end() && seen.insert(it->second).second) todo.push_back(it->second);
+        }
       }
     }
     // Functions: union of chained blocks, hottest chains first, capped so no function grows

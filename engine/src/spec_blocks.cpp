@@ -12,6 +12,31 @@
 namespace gbx {
 namespace {
 
+// The static control flow out of a block's last instruction.
+struct BlockExit {
+  std::optional<uint32_t> target;  // JR/JP/CALL/RST destination
+  bool call = false;               // CALL, CALL cc, RST: the code goes on at `fall` on return
+  bool conditional = false;        // JR cc, JP cc, CALL cc, RET cc: may fall through
+  bool ends = false;               // JR, JP, RET, RETI, JP HL: never falls through
+  uint32_t fall = 0;               // the next instruction's address
+};
+
+BlockExit block_exit(const SpecInstr& last) {
+  const std::string& f = last.op->family;
+  BlockExit e;
+  e.fall = (uint32_t)(last.addr + last.length) & 0xFFFFu;
+  if (f == "jr" || f == "jr_cc")
+    e.target = (uint32_t)(last.addr + last.length + (int8_t)last.bytes[1]) & 0xFFFFu;
+  else if (f == "jp" || f == "jp_cc" || f == "call" || f == "call_cc")
+    e.target = (uint32_t)last.bytes[1] | ((uint32_t)last.bytes[2] << 8);
+  else if (f == "rst")
+    e.target = last.bytes[0] & 0x38u;
+  e.call = f == "call" || f == "call_cc" || f == "rst";
+  e.conditional = f == "jr_cc" || f == "jp_cc" || f == "call_cc" || f == "ret_cc";
+  e.ends = f == "jr" || f == "jp" || f == "ret" || f == "reti" || f == "jp_hl";
+  return e;
+}
+
 class SpecEmitter {
  public:
   SpecEmitter(const std::vector<OpcodeEntry>& opcodes, const std::vector<HookAddr>& hooks,
@@ -135,48 +160,21 @@ class SpecEmitter {
     // or its fall-through, to a block of the same bank window (a block in the other window
     // needs its bank checked at run time, as the dispatch does: left to the interpreter). RET,
     // RETI, JP HL, EI and DI end with no chain: their targets are data, or IME changes.
-    // A chain from k to the block at `t` (in `bank`, default k's own) when that block exists
-    // in the same bank window.
-    auto add_chain = [&](Blk& k, uint32_t t, std::optional<uint32_t> bank = std::nullopt) {
-      if (t >= 0x8000u || (t < 0x4000u) != (k.addr < 0x4000u)) return;
-      auto it = at.find({bank.value_or(k.bank), (uint16_t)t});
-      if (it != at.end() && std::find(k.next.begin(), k.next.end(), it->second) == k.next.end())
-        k.next.push_back(it->second);
+    auto block_at = [&](const Blk& k, uint32_t t) -> std::optional<size_t> {
+      if (t >= 0x8000u || (t < 0x4000u) != (k.addr < 0x4000u)) return std::nullopt;
+      auto it = at.find({k.bank, (uint16_t)t});
+      if (it == at.end()) return std::nullopt;
+      return it->second;
     };
-    // Where the code after block j goes inside its own function: static jumps and
-    // fall-throughs; a CALL continues at its return site (the callee returns there).
-    auto flow_targets = [&](const Blk& j) {
-      std::vector<uint32_t> out;
-      const SpecInstr& last = j.instrs.back();
-      const std::string& f = last.op->family;
-      const uint32_t fall = (uint32_t)(last.addr + last.length) & 0xFFFFu;
-      if (f == "jr" || f == "jr_cc")
-        out.push_back((uint32_t)(last.addr + last.length + (int8_t)last.bytes[1]) & 0xFFFFu);
-      else if (f == "jp" || f == "jp_cc")
-        out.push_back((uint32_t)last.bytes[1] | ((uint32_t)last.bytes[2] << 8));
-      if (f != "jr" && f != "jp" && f != "ret" && f != "reti" && f != "jp_hl") out.push_back(fall);
-      for (uint32_t& t : out)
-        if (t >= 0x8000u || (t < 0x4000u) != (j.addr < 0x4000u)) t = 0xFFFFFFFFu;
-      out.erase(std::remove(out.begin(), out.end(), 0xFFFFFFFFu), out.end());
-      return out;
+    auto add_chain = [&](Blk& k, uint32_t t) {
+      const auto j = block_at(k, t);
+      if (j && std::find(k.next.begin(), k.next.end(), *j) == k.next.end()) k.next.push_back(*j);
     };
     for (Blk& k : blks) {
-      const SpecInstr& last = k.instrs.back();
-      const std::string& f = last.op->family;
-      std::vector<uint32_t> targets;
-      const uint32_t fall = (uint32_t)(last.addr + last.length) & 0xFFFFu;
-      if (f == "jr" || f == "jr_cc")
-        targets.push_back((uint32_t)(last.addr + last.length + (int8_t)last.bytes[1]) & 0xFFFFu);
-      else if (f == "jp" || f == "jp_cc" || f == "call" || f == "call_cc")
-        targets.push_back((uint32_t)last.bytes[1] | ((uint32_t)last.bytes[2] << 8));
-      else if (f == "rst")
-        targets.push_back(last.bytes[0] & 0x38u);
-      if (f == "jr_cc" || f == "jp_cc" || f == "call_cc" || f == "ret_cc")
-        targets.push_back(fall);
-      else if (targets.empty() && f != "ret" && f != "reti" && f != "jp_hl" && f != "ei" &&
-               f != "di")
-        targets.push_back(fall);
-      for (uint32_t t : targets) add_chain(k, t);
+      const BlockExit e = block_exit(k.instrs.back());
+      const std::string& f = k.instrs.back().op->family;
+      if (e.target) add_chain(k, *e.target);
+      if (e.conditional || (!e.target && !e.ends && f != "ei" && f != "di")) add_chain(k, e.fall);
     }
     // Returns: a RET chains to the return sites of the calls that reach it. From each CALL's
     // (or RST's) target, the blocks its callee runs are followed (over static jumps and
@@ -188,26 +186,25 @@ class SpecEmitter {
     constexpr size_t kMaxCalleeBlocks = 64;
     const size_t static_blocks = blks.size();
     for (size_t ci = 0; ci < static_blocks; ++ci) {
-      const SpecInstr& call = blks[ci].instrs.back();
-      const std::string& cf = call.op->family;
-      if (cf != "call" && cf != "call_cc" && cf != "rst") continue;
-      const uint32_t callee = cf == "rst"
-                                  ? (uint32_t)(call.bytes[0] & 0x38u)
-                                  : (uint32_t)call.bytes[1] | ((uint32_t)call.bytes[2] << 8);
-      const uint32_t site = (uint32_t)(call.addr + call.length) & 0xFFFFu;
-      auto entry = at.find({blks[ci].bank, (uint16_t)callee});
-      if (entry == at.end() || !at.count({blks[ci].bank, (uint16_t)site})) continue;
-      std::vector<size_t> todo{entry->second};
-      std::set<size_t> seen{entry->second};
+      const BlockExit call = block_exit(blks[ci].instrs.back());
+      if (!call.call) continue;
+      const auto entry = block_at(blks[ci], *call.target);
+      if (!entry || !block_at(blks[ci], call.fall)) continue;
+      std::vector<size_t> todo{*entry};
+      std::set<size_t> seen{*entry};
       while (!todo.empty() && seen.size() <= kMaxCalleeBlocks) {
         Blk& j = blks[todo.back()];
         todo.pop_back();
+        const BlockExit e = block_exit(j.instrs.back());
         const std::string& f = j.instrs.back().op->family;
-        if (f == "ret" || f == "ret_cc") add_chain(j, site, blks[ci].bank);
-        for (uint32_t t : flow_targets(j)) {
-          auto it = at.find({j.bank, (uint16_t)t});
-          if (it != at.end() && seen.insert(it->second).second) todo.push_back(it->second);
-        }
+        if (f == "ret" || f == "ret_cc") add_chain(j, call.fall);
+        // Where j's code goes on inside the callee: a jump's target, a nested call's return
+        // site (its fall-through), any fall-through.
+        std::vector<uint32_t> onward;
+        if (e.target && !e.call) onward.push_back(*e.target);
+        if (!e.ends) onward.push_back(e.fall);
+        for (uint32_t t : onward)
+          if (const auto n = block_at(j, t); n && seen.insert(*n).second) todo.push_back(*n);
       }
     }
     // Functions: union of chained blocks, hottest chains first, capped so no function grows

@@ -6,7 +6,10 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <memory>
+#include <string>
 
+#include "gbx/engine/kernel_builder.h"
 #include "gbx/engine/specialize.h"
 #include "gbx/runtime/backend.h"
 
@@ -38,6 +41,18 @@ inline double plan_coverage(const SpecProfile& profile, const SpecPlan& plan) {
   uint64_t weight = 0;
   for (const SpecBlock& b : plan.blocks) weight += b.weight;
   return profile.total_instructions ? (double)weight / (double)profile.total_instructions : 0.0;
+}
+
+// The generated source of the default kernel specialized for `plan` (what the specializer
+// tests read for blocks, chains and comments).
+inline std::string specialized_source(std::shared_ptr<const SpecPlan> plan) {
+  auto bundle = TemplateBundle::load(TemplateBundle::default_root());
+  REQUIRE(bundle.ok());
+  SynthParams sp;
+  sp.specialize = std::move(plan);
+  auto src = generate(bundle.value(), sp);
+  REQUIRE_MESSAGE(src.ok(), (src.ok() ? "" : src.error().message));
+  return src.value().source;
 }
 
 }  // namespace gbx::test

@@ -306,15 +306,10 @@ TEST_CASE("the specialized source names ROM, bank:address, disassembly and famil
     all.coverage = 1.0;
     auto full = spec_plan_for(rom.value(), prof.value(), all);
     REQUIRE(full.ok());
-    SynthParams fp;
-    fp.specialize = full.value();
-    auto fsrc = generate(bundle.value(), fp);
-    REQUIRE(fsrc.ok());
+    const std::string fsrc = test::specialized_source(full.value());
     auto count = [&](const std::string& what) {
       size_t n = 0;
-      for (size_t at = fsrc.value().source.find(what); at != std::string::npos;
-           at = fsrc.value().source.find(what, at + 1))
-        ++n;
+      for (size_t at = fsrc.find(what); at != std::string::npos; at = fsrc.find(what, at + 1)) ++n;
       return n;
     };
     CHECK(count("if (cpu.pc == 0x0150 && bus.cycles + ") == 1);

@@ -350,8 +350,11 @@ class Generator {
     // EI, DI, HALT, STOP and illegal opcodes (roles end_after, excluded) are the only ones that
     // change IME's delay, the HALT bug or the run state: they end with the loop top, so
     // GBX_NEXT_OP need not test those for every other opcode.
+    // RETI's own macro: specialized kernels send it to the loop top (kernel/step.tmpl).
     const bool loop_top = e.cb || e.role == FlowRole::EndAfter || e.role == FlowRole::Excluded;
-    out += loop_top ? "        } break;\n" : "        } GBX_NEXT_OP break;\n";
+    out += loop_top             ? "        } break;\n"
+           : e.family == "reti" ? "        } GBX_NEXT_OP_RETI break;\n"
+                                : "        } GBX_NEXT_OP break;\n";
     return out;
   }
 

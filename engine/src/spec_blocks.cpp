@@ -293,6 +293,72 @@ class SpecEmitter {
       ++fn_no;
     }
 
+    // Tails (cpu kernels): each block once more, entered at any of its instructions and
+    // testing the clock before each one, for the two cases the block itself cannot take. An
+    // event falls inside the block (room <= worst): the tail runs up to it, where the
+    // interpreter used to. An interrupt returned into the block's middle (RETI goes back to
+    // the loop top in specialized kernels): the tail runs the rest, where the interpreter used
+    // to run up to the next block start. The blocks keep their batched cycle checks (a check
+    // or an entry at every instruction of the blocks themselves measured 0.91x and 0.63x:
+    // docs/internals/specialization.md). On a GPU they are not emitted (not measured there).
+    out += "#if GBX_DEVICE_CPU\n";
+    std::vector<std::string> tail_cases(0x8000);
+    std::vector<uint16_t> tail_slot(0x8000, 0);
+    int tail_slots = 0;
+    for (size_t i = 0; i < blks.size(); ++i) {
+      const Blk& k = blks[i];
+      if (k.instrs.size() < 2) continue;  // one instruction: the block itself always fits
+      std::snprintf(buf, sizeof buf,
+                    "GBX_NOINLINE u32 spec_tail_%zu(Cpu& io, Machine& m, i64 room) {  // block "
+                    "%zu\n"
+                    "  Cpu cpu = spec_cpu_in(io);\n"
+                    "  SpecBus bus = {m, m.mem, m.rom0, m.romx, m.cycles, false};\n"
+                    "  const i64 limit = bus.cycles + room;\n"
+                    "  u32 n = 0;\n"
+                    "  switch (cpu.pc) {\n",
+                    k.index, k.index);
+      out += buf;
+      for (size_t j = 0; j < k.instrs.size(); ++j) {
+        std::snprintf(buf, sizeof buf, "    case 0x%04X: goto tail_%zu;\n", k.instrs[j].addr, j);
+        out += buf;
+      }
+      out += "    default: goto done;\n  }\n";
+      for (size_t j = 0; j < k.instrs.size(); ++j) {
+        auto ins = spec_instruction(k.instrs[j], k.bank);
+        if (!ins) return ins.take_error();
+        std::snprintf(buf, sizeof buf, "tail_%zu:\n  if (bus.cycles >= limit) goto done;\n", j);
+        out += buf + ins.value();
+        out += "#line 1 \"<specialized>\"\n";
+        out += "  ++n;\n";
+        out += "  if (GBX_UNLIKELY(bus.left)) goto done;\n";
+      }
+      out += "done:\n  m.cycles = bus.cycles;\n  io = cpu;\n  return n;\n}\n\n";
+      const char* window = k.addr < 0x4000u ? "rom0" : "romx";
+      std::snprintf(
+          buf, sizeof buf,
+          "      if (bus.%s == bus.rom + 0x%llXu) return spec_tail_%zu(cpu, bus, room);\n", window,
+          (unsigned long long)k.bank * 0x4000ull, k.index);
+      for (const SpecInstr& in : k.instrs) {
+        if (!tail_slot[in.addr]) tail_slot[in.addr] = (uint16_t)++tail_slots;
+        tail_cases[in.addr] += buf;
+      }
+    }
+    out += "GBX_SPEC_TABLE u16 gbx_spec_tail[0x8000] = {\n";
+    for (size_t a = 0; a < 0x8000; a += 32) {
+      for (size_t i = a; i < a + 32; ++i) out += std::to_string(tail_slot[i]) + ",";
+      out += "\n";
+    }
+    out += "};\n\n";
+    out +=
+        "GBX_NOINLINE u32 spec_tail_run(u32 slot, Cpu& cpu, Machine& bus, i64 room) {\n"
+        "  switch (slot) {\n";
+    for (size_t a = 0; a < 0x8000; ++a) {
+      if (!tail_slot[a]) continue;
+      std::snprintf(buf, sizeof buf, "    case %u: {  // %04zX\n", tail_slot[a], a);
+      out += buf + tail_cases[a] + "      return 0;\n    }\n";
+    }
+    out += "  }\n  return 0;\n}\n#endif\n\n";
+
     std::vector<std::string> cases(0x8000);
     std::vector<uint16_t> slot(0x8000, 0);
     int slots = 0;

@@ -40,7 +40,9 @@ GBX_FN void timer_count(Machine& b, i64 n, i64 last_edge, i64 period, i64 now) {
   // Overflows at increments rem, rem + per, rem + 2 per, ... (per = 256 - TMA); the last
   // one decides whether its reload is still pending.
   const i64 per = 256 - (i64)*io_reg(b, 0xFF06);
-  const i64 last_overflow = rem + ((n - rem) / per) * per;  // 1-based increment index
+  // (Mostly one overflow: an event serviced at its reload. No 64-bit division then.)
+  const i64 later = n - rem < per ? 0 : ((n - rem) / per) * per;
+  const i64 last_overflow = rem + later;  // 1-based increment index
   const i64 overflow_at = last_edge - (n - last_overflow) * period;
   GBX_COLD(b, tima_reload) = overflow_at + 4;
   if (last_overflow > rem) b.iflag |= 0x04;  // earlier overflows have reloaded already

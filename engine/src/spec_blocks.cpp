@@ -108,6 +108,49 @@ class SpecEmitter {
     return out;
   }
 
+  // A block or tail instruction as its function runs it: counted, and the function left
+  // when a slow access changed what it was entered on.
+  Result<std::string> counted_instruction(const SpecInstr& in, uint32_t bank) {
+    auto ins = spec_instruction(in, bank);
+    if (!ins) return ins.take_error();
+    return ins.value() +
+           "#line 1 \"<specialized>\"\n"
+           "  ++n;\n"
+           "  if (GBX_UNLIKELY(bus.left)) goto done;\n";
+  }
+
+  // What every block and tail function opens and closes with: the registers, the clock and
+  // the memory pointers in locals, and written back at `done`.
+  static constexpr const char* kFnLocals =
+      "  Cpu cpu = spec_cpu_in(io);\n"
+      "  SpecBus bus = {m, m.mem, m.rom0, m.romx, m.cycles, false};\n"
+      "  const i64 limit = bus.cycles + room;\n"
+      "  u32 n = 0;\n";
+  static constexpr const char* kFnDone =
+      "done:\n  m.cycles = bus.cycles;\n  io = cpu;\n  return n;\n}\n\n";
+
+  // An address-indexed slot table (`table`) and the function (`fn`) that switches on the
+  // slot to the address's cases; 0 = no case there, nothing ran.
+  static std::string dispatch(const char* table, const char* fn, const std::vector<uint16_t>& slot,
+                              const std::vector<std::string>& cases) {
+    char buf[128];
+    std::string out = "GBX_SPEC_TABLE u16 " + std::string(table) + "[0x8000] = {\n";
+    for (size_t a = 0; a < 0x8000; a += 32) {
+      for (size_t i = a; i < a + 32; ++i) out += std::to_string(slot[i]) + ",";
+      out += "\n";
+    }
+    out += "};\n\n";
+    out += "GBX_NOINLINE u32 " + std::string(fn) +
+           "(u32 slot, Cpu& cpu, Machine& bus, i64 room) {\n"
+           "  switch (slot) {\n";
+    for (size_t a = 0; a < 0x8000; ++a) {
+      if (!slot[a]) continue;
+      std::snprintf(buf, sizeof buf, "    case %u: {  // %04zX\n", slot[a], a);
+      out += buf + cases[a] + "      return 0;\n    }\n";
+    }
+    return out + "  }\n  return 0;\n}\n";
+  }
+
   Result<std::string> blocks(const SpecPlan& plan) {
     std::string out = helpers_;
     out += "#line 1 \"<specialized>\"\n";
@@ -246,13 +289,10 @@ class SpecEmitter {
     fn_no = 0;
     for (auto& [r, members] : fns) {
       std::snprintf(buf, sizeof buf,
-                    "GBX_NOINLINE u32 spec_fn_%zu(u32 entry, Cpu& io, Machine& m, i64 room) {\n"
-                    "  Cpu cpu = spec_cpu_in(io);\n"
-                    "  SpecBus bus = {m, m.mem, m.rom0, m.romx, m.cycles, false};\n"
-                    "  const i64 limit = bus.cycles + room;\n"
-                    "  u32 n = 0;\n",
+                    "GBX_NOINLINE u32 spec_fn_%zu(u32 entry, Cpu& io, Machine& m, i64 room) {\n",
                     fn_no);
       out += buf;
+      out += kFnLocals;
       out += "  switch (entry) {\n";
       for (size_t e = 0; e < members.size(); ++e) {
         std::snprintf(buf, sizeof buf, "    case %zu: goto block_%zu;\n", e,
@@ -270,13 +310,10 @@ class SpecEmitter {
                       k.index, b.bank, b.addr, k.instrs.size(), k.worst,
                       (unsigned long long)b.count, k.index);
         out += buf;
-        for (size_t i = 0; i < k.instrs.size(); ++i) {
-          auto ins = spec_instruction(k.instrs[i], b.bank);
+        for (const SpecInstr& in : k.instrs) {
+          auto ins = counted_instruction(in, b.bank);
           if (!ins) return ins.take_error();
           out += ins.value();
-          out += "#line 1 \"<specialized>\"\n";
-          out += "  ++n;\n";
-          out += "  if (GBX_UNLIKELY(bus.left)) goto done;\n";
         }
         // A chain runs the next block only when its last instruction, too, starts before the
         // next event or frame end: the rule the dispatch applies (room > worst).
@@ -289,7 +326,7 @@ class SpecEmitter {
         }
         out += "  goto done;\n";
       }
-      out += "done:\n  m.cycles = bus.cycles;\n  io = cpu;\n  return n;\n}\n\n";
+      out += kFnDone;
       ++fn_no;
     }
 
@@ -310,29 +347,23 @@ class SpecEmitter {
       if (k.instrs.size() < 2) continue;  // one instruction: the block itself always fits
       std::snprintf(buf, sizeof buf,
                     "GBX_NOINLINE u32 spec_tail_%zu(Cpu& io, Machine& m, i64 room) {  // block "
-                    "%zu\n"
-                    "  Cpu cpu = spec_cpu_in(io);\n"
-                    "  SpecBus bus = {m, m.mem, m.rom0, m.romx, m.cycles, false};\n"
-                    "  const i64 limit = bus.cycles + room;\n"
-                    "  u32 n = 0;\n"
-                    "  switch (cpu.pc) {\n",
+                    "%zu\n",
                     k.index, k.index);
       out += buf;
+      out += kFnLocals;
+      out += "  switch (cpu.pc) {\n";
       for (size_t j = 0; j < k.instrs.size(); ++j) {
         std::snprintf(buf, sizeof buf, "    case 0x%04X: goto tail_%zu;\n", k.instrs[j].addr, j);
         out += buf;
       }
       out += "    default: goto done;\n  }\n";
       for (size_t j = 0; j < k.instrs.size(); ++j) {
-        auto ins = spec_instruction(k.instrs[j], k.bank);
+        auto ins = counted_instruction(k.instrs[j], k.bank);
         if (!ins) return ins.take_error();
         std::snprintf(buf, sizeof buf, "tail_%zu:\n  if (bus.cycles >= limit) goto done;\n", j);
         out += buf + ins.value();
-        out += "#line 1 \"<specialized>\"\n";
-        out += "  ++n;\n";
-        out += "  if (GBX_UNLIKELY(bus.left)) goto done;\n";
       }
-      out += "done:\n  m.cycles = bus.cycles;\n  io = cpu;\n  return n;\n}\n\n";
+      out += kFnDone;
       const char* window = k.addr < 0x4000u ? "rom0" : "romx";
       std::snprintf(
           buf, sizeof buf,
@@ -343,21 +374,7 @@ class SpecEmitter {
         tail_cases[in.addr] += buf;
       }
     }
-    out += "GBX_SPEC_TABLE u16 gbx_spec_tail[0x8000] = {\n";
-    for (size_t a = 0; a < 0x8000; a += 32) {
-      for (size_t i = a; i < a + 32; ++i) out += std::to_string(tail_slot[i]) + ",";
-      out += "\n";
-    }
-    out += "};\n\n";
-    out +=
-        "GBX_NOINLINE u32 spec_tail_run(u32 slot, Cpu& cpu, Machine& bus, i64 room) {\n"
-        "  switch (slot) {\n";
-    for (size_t a = 0; a < 0x8000; ++a) {
-      if (!tail_slot[a]) continue;
-      std::snprintf(buf, sizeof buf, "    case %u: {  // %04zX\n", tail_slot[a], a);
-      out += buf + tail_cases[a] + "      return 0;\n    }\n";
-    }
-    out += "  }\n  return 0;\n}\n#endif\n\n";
+    out += dispatch("gbx_spec_tail", "spec_tail_run", tail_slot, tail_cases) + "#endif\n\n";
 
     std::vector<std::string> cases(0x8000);
     std::vector<uint16_t> slot(0x8000, 0);
@@ -375,21 +392,7 @@ class SpecEmitter {
     }
     // The dispatch: block slot by address, then the bank the block was profiled in and
     // room before the next event; 0 = nothing ran, the interpreter takes the instruction.
-    out += "GBX_SPEC_TABLE u16 gbx_spec_slot[0x8000] = {\n";
-    for (size_t a = 0; a < 0x8000; a += 32) {
-      for (size_t i = a; i < a + 32; ++i) out += std::to_string(slot[i]) + ",";
-      out += "\n";
-    }
-    out += "};\n\n";
-    out +=
-        "GBX_NOINLINE u32 spec_run(u32 slot, Cpu& cpu, Machine& bus, i64 room) {\n"
-        "  switch (slot) {\n";
-    for (size_t a = 0; a < 0x8000; ++a) {
-      if (!slot[a]) continue;
-      std::snprintf(buf, sizeof buf, "    case %u: {  // %04zX\n", slot[a], a);
-      out += buf + cases[a] + "      return 0;\n    }\n";
-    }
-    out += "  }\n  return 0;\n}\n";
+    out += dispatch("gbx_spec_slot", "spec_run", slot, cases);
     return out;
   }
 

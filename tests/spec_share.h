@@ -12,6 +12,8 @@
 #include "gbx/engine/kernel_builder.h"
 #include "gbx/engine/specialize.h"
 #include "gbx/runtime/backend.h"
+#include "gbx/runtime/cpu_backend.h"
+#include "gbx/runtime/rom.h"
 
 namespace gbx::test {
 
@@ -53,6 +55,37 @@ inline std::string specialized_source(std::shared_ptr<const SpecPlan> plan) {
   auto src = generate(bundle.value(), sp);
   REQUIRE_MESSAGE(src.ok(), (src.ok() ? "" : src.error().message));
   return src.value().source;
+}
+
+// Runs `rom` on the interpreter and on `plan`'s specialized kernel side by side (emulate_only,
+// no input, one thread) for `steps` steps of `frames_per_step` frames; every env's save state
+// must match. Returns the specialized backend, for the share its blocks carried.
+inline std::unique_ptr<CpuBackend> run_beside_interpreter(const Rom& rom,
+                                                          std::shared_ptr<const SpecPlan> plan,
+                                                          int envs, int frames_per_step,
+                                                          int steps) {
+  BackendConfig cfg;
+  cfg.num_envs = envs;
+  cfg.stage = Stage::EmulateOnly;
+  cfg.threads = 1;
+  cfg.frames_per_step = frames_per_step;
+  auto ref = CpuBackend::create(rom, cfg);
+  cfg.specialize = std::move(plan);
+  auto dut = CpuBackend::create(rom, cfg);
+  REQUIRE(ref.ok());
+  REQUIRE(dut.ok());
+  for (int i = 0; i < steps; ++i) {
+    REQUIRE(ref.value()->step({}).ok());
+    REQUIRE(dut.value()->step({}).ok());
+  }
+  for (int env = 0; env < envs; ++env) {
+    auto x = ref.value()->save_state(env);
+    auto y = dut.value()->save_state(env);
+    REQUIRE(x.ok());
+    REQUIRE(y.ok());
+    CHECK(x.value() == y.value());
+  }
+  return std::move(dut.value());
 }
 
 }  // namespace gbx::test

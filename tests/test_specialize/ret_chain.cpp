@@ -56,26 +56,6 @@ TEST_CASE("a RET chains to its call's return site; a RET to elsewhere does not")
   CHECK(s.find("if (cpu.pc == 0x" + hex4((uint16_t)(skip_site + 1)) + " && ") == std::string::npos);
 
   // Bit-exact against the interpreter, and the blocks carried the run.
-  BackendConfig cfg;
-  cfg.num_envs = 2;
-  cfg.stage = Stage::EmulateOnly;
-  cfg.threads = 1;
-  cfg.frames_per_step = 5;
-  auto ref = CpuBackend::create(rom, cfg);
-  cfg.specialize = plan.value();
-  auto dut = CpuBackend::create(rom, cfg);
-  REQUIRE(ref.ok());
-  REQUIRE(dut.ok());
-  for (int i = 0; i < 4; ++i) {
-    REQUIRE(ref.value()->step({}).ok());
-    REQUIRE(dut.value()->step({}).ok());
-  }
-  for (int env = 0; env < 2; ++env) {
-    auto x = ref.value()->save_state(env);
-    auto y = dut.value()->save_state(env);
-    REQUIRE(x.ok());
-    REQUIRE(y.ok());
-    CHECK(x.value() == y.value());
-  }
-  CHECK(test::spec_share(*dut.value(), 2).share() > 0.9);
+  auto dut = test::run_beside_interpreter(rom, plan.value(), 2, 5, 4);
+  CHECK(test::spec_share(*dut, 2).share() > 0.9);
 }

@@ -37,34 +37,16 @@ TEST_CASE("tails carry the code around interrupts that land inside blocks") {
   REQUIRE(plan.ok());
   CHECK(test::specialized_source(plan.value()).find("spec_tail_") != std::string::npos);
 
-  BackendConfig cfg;
-  cfg.num_envs = 2;
-  cfg.stage = Stage::EmulateOnly;
-  cfg.threads = 1;
-  cfg.frames_per_step = 3;
-  auto ref = CpuBackend::create(rom, cfg);
-  cfg.specialize = plan.value();
-  auto dut = CpuBackend::create(rom, cfg);
-  REQUIRE(ref.ok());
-  REQUIRE(dut.ok());
-  for (int i = 0; i < 4; ++i) {
-    REQUIRE(ref.value()->step({}).ok());
-    REQUIRE(dut.value()->step({}).ok());
-  }
+  auto dut = test::run_beside_interpreter(rom, plan.value(), 2, 3, 4);
   for (int env = 0; env < 2; ++env) {
-    auto x = ref.value()->save_state(env);
-    auto y = dut.value()->save_state(env);
-    REQUIRE(x.ok());
-    REQUIRE(y.ok());
-    CHECK(x.value() == y.value());
-    auto st = dut.value()->get_cpu_state(env);
+    auto st = dut->get_cpu_state(env);
     REQUIRE(st.ok());
     CHECK(st.value().d > 100);  // the interrupts did happen (~274 a frame)
   }
   // Without tails the interpreter ran the rest of the interrupted block after every RETI and
   // the part before every event: about a third of the loop. With them it runs the few
   // instructions before the blocks were first entered.
-  const auto share = test::spec_share(*dut.value(), 2);
+  const auto share = test::spec_share(*dut, 2);
   CAPTURE(share.in_blocks);
   CAPTURE(share.retired);
   CHECK(share.share() > 0.99);

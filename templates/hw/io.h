@@ -8,6 +8,9 @@ GBX_FN void events_reschedule(Machine& b) {
   next = b.step_end < next ? b.step_end : next;
 #endif
   b.next_event = next;
+#if GBX_DEVICE_CPU
+  fast_until_update(b);
+#endif
 }
 
 // Bits that read as 1 whatever was written (unused bits, write-only registers, unmapped
@@ -78,7 +81,7 @@ GBX_FN void joyp_update(Machine& b, u8 select_byte, u8 buttons) {
   const u8 before = joyp_read(b);
   *io_reg(b, 0xFF00) = (u8)(0xC0 | (select_byte & 0x30) | 0x0F);
   b.joyp_buttons = buttons;
-  if (before & ~joyp_read(b) & 0x0F) b.iflag |= 0x10;
+  if (before & ~joyp_read(b) & 0x0F) irq_request(b, 0x10);
 }
 
 // APU without sound (Pan Docs "Audio Registers", "Audio Details"; gbdev wiki "Gameboy sound
@@ -492,6 +495,9 @@ GBX_NOINLINE void io_write(Machine& b, u32 addr, u8 v) {
       break;
     case 0xFFFF:
       b.ie = v;
+#if GBX_DEVICE_CPU
+      fast_until_update(b);
+#endif
       return;
     default:
       if (addr - 0xFF10u < 0x30u) {

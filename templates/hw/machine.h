@@ -121,6 +121,15 @@ struct Machine {
   // The step's frame target, folded into next_event (events_reschedule), so the threaded
   // dispatch tests one bound per instruction instead of two (GBX_NEVER outside a step).
   i64 step_end;
+  // The threaded dispatch's one bound (GBX_NEXT_OP in kernel/step.tmpl): next_event, or long
+  // past while an enabled interrupt is requested, so that each instruction tests one bound
+  // instead of the bound and IE & IF. Every change to either keeps it so: events_reschedule
+  // and IE/IF writes set it, irq_request lowers it, the loop top sets it again. Lower than
+  // that is safe (the loop top runs, and sets it).
+  i64 fast_until;
+  // OAM DMA: 0, or a gate from an FF46 write until the first slow access after dma_end
+  // (GBX_DMA_GATE_*, hw/bus.h bus_read). Added to every address, it keeps the fast path out.
+  u32 dma_gate;
 #endif
 #ifdef GBX_HOOK_COUNT
   u32* hook_hits;  // kernels with hooks: this env's GBX_HOOK_COUNT counters (GbxParams::hits)
@@ -142,6 +151,28 @@ GBX_FN u8* io_reg(Machine& b, u32 addr) { return &mem_at(b, GBX_MEM_IO + (addr &
 // When the current memory access happens: 1 T-cycle into its M-cycle (the bus helpers have
 // already charged the whole M-cycle). I/O side effects are timed from here.
 GBX_FN i64 io_time(const Machine& b) { return b.cycles - 3; }
+
+#if GBX_DEVICE_CPU
+// OAM DMA gates (Machine::dma_gate, hw/bus.h bus_read): added to an address, they take it
+// above 0xFFFF, out of every fast window; HRAM's window looks at the low 16 bits only, so
+// the first one leaves HRAM open (no DMA can block it, and once the bytes have landed an
+// access there has nothing left to trigger), the second closes it too.
+#define GBX_DMA_GATE_EXT 0x10000u
+#define GBX_DMA_GATE_ALL 0x10080u
+GBX_FN void dma_gate_update(Machine& b) {
+  b.dma_gate = io_time(b) >= b.dma_end ? 0u : b.dma_pending ? GBX_DMA_GATE_ALL : GBX_DMA_GATE_EXT;
+}
+GBX_FN void fast_until_update(Machine& b) {
+  b.fast_until = (b.ie & b.iflag & 0x1F) ? GBX_NEVER_PAST : b.next_event;
+}
+#endif
+// An interrupt request (IF bits), raised by the timer, the PPU, serial or the joypad.
+GBX_FN void irq_request(Machine& b, u32 bits) {
+  b.iflag |= (u8)bits;
+#if GBX_DEVICE_CPU
+  if (b.ie & bits & 0x1F) b.fast_until = GBX_NEVER_PAST;
+#endif
+}
 
 // This env's buffers in the state arrays (see GBX_COLD).
 #if GBX_CORE_SPLIT

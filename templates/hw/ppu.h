@@ -200,7 +200,7 @@ GBX_FN void ppu_schedule(Machine& b, i64 after) {
 
 GBX_FN void ppu_service(Machine& b, i64 now) {
   while (b.ppu_event <= now) {
-    b.iflag |= ppu_irq_at(b, b.ppu_event);
+    irq_request(b, ppu_irq_at(b, b.ppu_event));
     ppu_schedule(b, b.ppu_event);
   }
 }
@@ -217,7 +217,7 @@ GBX_FN void ppu_write_lcdc(Machine& b, u8 v) {
     // Switching the LCD on starts a frame at line 0 (its first line without an OAM scan) and
     // the comparison again: LY 0 = LYC raises the STAT line if the frozen bit held it low.
     GBX_COLD(b, ppu_epoch) = at;
-    if (!line_was && ppu_stat_line(b, at, *stat)) b.iflag |= 0x02;
+    if (!line_was && ppu_stat_line(b, at, *stat)) irq_request(b, 0x02);
   }
   ppu_schedule(b, at);
 }
@@ -234,7 +234,7 @@ GBX_FN void ppu_write_stat(Machine& b, u8 v) {
   if (!was && ppu_lcd_on(b)) {
     const u8 mode = ppu_mode(b, at);
     if (mode <= 1 || ppu_lyc_match(b, at) || ppu_stat_line(b, at, *io_reg(b, 0xFF41)))
-      b.iflag |= 0x02;
+      irq_request(b, 0x02);
   }
   ppu_schedule(b, at);
 }
@@ -246,7 +246,7 @@ GBX_FN void ppu_write_timing_reg(Machine& b, u32 addr, u8 v) {
   const u8 stat = *io_reg(b, 0xFF41);
   const bool was = ppu_stat_line(b, at, stat);
   *io_reg(b, addr) = v;
-  if (!was && ppu_stat_line(b, at, stat)) b.iflag |= 0x02;
+  if (!was && ppu_stat_line(b, at, stat)) irq_request(b, 0x02);
   ppu_schedule(b, at);
 }
 

@@ -43,6 +43,6 @@ GBX_FN void serial_service(Machine& b, i64 now) {
   if (now < GBX_COLD(b, serial_event)) return;
   *io_reg(b, 0xFF01) = 0xFF;
   *io_reg(b, 0xFF02) &= 0x7F;
-  b.iflag |= 0x08;
+  irq_request(b, 0x08);
   GBX_COLD(b, serial_event) = GBX_NEVER;
 }

@@ -24,7 +24,7 @@ GBX_FN bool timer_reload_pending(const Machine& b) {
 GBX_FN void timer_apply_reload(Machine& b, i64 now) {
   if (timer_reload_pending(b) && GBX_COLD(b, tima_reload) <= now) {
     *io_reg(b, 0xFF05) = *io_reg(b, 0xFF06);
-    b.iflag |= 0x04;
+    irq_request(b, 0x04);
   }
 }
 
@@ -45,11 +45,11 @@ GBX_FN void timer_count(Machine& b, i64 n, i64 last_edge, i64 period, i64 now) {
   const i64 last_overflow = rem + later;  // 1-based increment index
   const i64 overflow_at = last_edge - (n - last_overflow) * period;
   GBX_COLD(b, tima_reload) = overflow_at + 4;
-  if (last_overflow > rem) b.iflag |= 0x04;  // earlier overflows have reloaded already
+  if (last_overflow > rem) irq_request(b, 0x04);  // earlier overflows have reloaded already
   if (GBX_COLD(b, tima_reload) > now) {
     *tima = 0;
   } else {
-    b.iflag |= 0x04;
+    irq_request(b, 0x04);
     *tima = (u8)(*io_reg(b, 0xFF06) + (n - last_overflow));
   }
 }

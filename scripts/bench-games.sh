@@ -4,6 +4,9 @@
 # step. Per game, in interleaved rounds (one process per column per round: interp, spec, mgba,
 # pyboy, then the next round), env-steps/s and frames/s per core of:
 #   interp  GBX cpu backend, the interpreter, one thread
+#   threads2  the interpreter on two threads with twice the envs (each thread keeps the envs
+#           of the one-thread columns: how an RL run adds cores); its total rate over interp's
+#           is the two-thread scaling (goal 1.9x). Left out on a machine of one core.
 #   spec    GBX cpu backend, the ROM-specialized kernel (--specialize auto:N, profiled from the
 #           state; the tier-up, profile + compile, is reported apart, cold and cached)
 #   mgba    the mgba reference backend (libmgba, stepped one instruction at a time), one thread
@@ -29,7 +32,7 @@
 #   GBX_GAMES_SEGMENTS  schedule segments           (default 75: 600 frames)
 #   GBX_GAMES_HOLD      frames per segment          (default 8)
 #   GBX_GAMES_PROFILE   frames profiled for spec    (default 120)
-#   GBX_GAMES_COLUMNS   default "interp spec mgba pyboy"
+#   GBX_GAMES_COLUMNS   default "interp threads2 spec mgba pyboy" (threads2 with 2+ cores)
 #   GBX_GAMES_COLD      1 (default): time one tier-up on an empty kernel cache first
 #   GBX_BUILD_DIR       build directory             (default build/)
 set -euo pipefail
@@ -44,7 +47,9 @@ seed=${GBX_GAMES_SEED:-1}
 segments=${GBX_GAMES_SEGMENTS:-75}
 hold=${GBX_GAMES_HOLD:-8}
 profile=${GBX_GAMES_PROFILE:-120}
-columns=${GBX_GAMES_COLUMNS:-interp spec mgba pyboy}
+default_columns="interp threads2 spec mgba pyboy"
+[ "$(nproc)" -ge 2 ] || default_columns="interp spec mgba pyboy"
+columns=${GBX_GAMES_COLUMNS:-$default_columns}
 cold=${GBX_GAMES_COLD:-1}
 gbx="$build/tools/gbx-run"
 [ -x "$gbx" ] || { echo "bench-games: build first (scripts/build.sh)" >&2; exit 2; }
@@ -65,8 +70,10 @@ log "envs $envs, $fps frames/step, buttons held $release frames, seed $seed, $ro
 gbx_games_schedule "$seed" "$segments" "$hold" "$out/schedule.bin" "$out/schedule.json"
 make_state() { gbx_games_state "$gbx" "$1" "$2" "$out/schedule.bin" "$segments" "$hold" "$3"; }
 
-common=(--envs "$envs" --threads 1 --frames-per-step "$fps" --release-after-frames "$release"
-        --stage emulate_only --actions random --seed "$seed" --warmup-steps 2)
+run_opts=(--frames-per-step "$fps" --release-after-frames "$release" --stage emulate_only
+          --actions random --seed "$seed" --warmup-steps 2)
+common=(--envs "$envs" --threads 1 "${run_opts[@]}")
+common2=(--envs "$((2 * envs))" --threads 2 "${run_opts[@]}")  # threads2
 for rom in $roms; do
   name=$(basename "$rom" .gb)
   log "== $name: making mid-game states ($segments x $hold frames from power-on)"
@@ -92,6 +99,8 @@ for ((r = 1; r <= rounds; r++)); do
       case $col in
         interp) "$gbx" bench --backend cpu --label interp --rom "$rom" "${common[@]}" \
                   --seconds "$secs" --load-state "$out/$name.gbx.state" --json "$j" ;;
+        threads2) "$gbx" bench --backend cpu --label threads2 --rom "$rom" "${common2[@]}" \
+                    --seconds "$secs" --load-state "$out/$name.gbx.state" --json "$j" ;;
         spec) "$gbx" bench --backend cpu --label spec --rom "$rom" "${common[@]}" \
                 --seconds "$secs" --load-state "$out/$name.gbx.state" \
                 --specialize "auto:$profile" --json "$j" ;;

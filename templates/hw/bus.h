@@ -163,6 +163,37 @@ GBX_NOINLINE void oam_bug_read_idu(Machine& b) {
   oam_bug_after(b);
 }
 
+// The reads the fast path takes (ROM, WRAM, HRAM): false for any other address.
+GBX_FN bool bus_read_window(const Core& c, u32 addr, u8& v) {
+  if (addr < 0x4000u) {
+    v = c.rom0[addr];
+  } else if (addr < 0x8000u) {
+    v = c.romx[addr - 0x4000u];
+  } else if (addr - 0xC000u < 0x2000u) {
+    v = mem_at(c, GBX_MEM_WRAM + (addr - 0xC000u));
+  } else if (addr - 0xFF80u < 0x7Fu) {
+    v = mem_at(c, GBX_MEM_IO + (addr & 0xFFu));  // HRAM
+  } else {
+    return false;
+  }
+  return true;
+}
+
+#if GBX_DEVICE_CPU
+// The OAM DMA check of an access the gate sent to the slow path (bus_read): true if the DMA
+// blocks it. Moves the gate: HRAM opens once the DMA's bytes have landed, all of it after
+// dma_end.
+GBX_FN bool dma_gate_blocks(Machine& b, u32 addr) {
+  if (io_time(b) >= b.dma_end) {
+    b.dma_gate = 0;
+    return false;
+  }
+  const bool blocked = dma_blocks(b, addr);  // may land the DMA's bytes
+  if (!b.dma_pending) b.dma_gate = GBX_DMA_GATE_EXT;
+  return blocked;
+}
+#endif
+
 // The writes the fast path takes (WRAM, HRAM): false for any other address.
 GBX_FN bool bus_write_window(Core& c, u32 addr, u8 v) {
   if (addr - 0xC000u < 0x2000u) {
@@ -178,19 +209,11 @@ GBX_FN bool bus_write_window(Core& c, u32 addr, u8 v) {
 
 GBX_NOINLINE u8 bus_read_slow(Machine& b, u32 addr) {
 #if GBX_DEVICE_CPU
-  // The OAM DMA check the fast path leaves here (bus_read: every access while the gate is
-  // closed), then the fast path's own windows.
-  if (io_time(b) < b.dma_end) {
-    const bool blocked = dma_blocks(b, addr);  // may land the DMA's bytes
-    if (!b.dma_pending) b.dma_gate = GBX_DMA_GATE_EXT;
-    if (blocked) return dma_conflict_read(b, addr);
-  } else {
-    b.dma_gate = 0;
-  }
-  if (addr < 0x4000u) return b.rom0[addr];
-  if (addr < 0x8000u) return b.romx[addr - 0x4000u];
-  if (addr - 0xC000u < 0x2000u) return mem_at(b, GBX_MEM_WRAM + (addr - 0xC000u));
-  if (addr - 0xFF80u < 0x7Fu) return mem_at(b, GBX_MEM_IO + (addr & 0xFFu));  // HRAM
+  // The OAM DMA check the fast path leaves here (every access while the gate is closed),
+  // then the fast path's own windows.
+  if (dma_gate_blocks(b, addr)) return dma_conflict_read(b, addr);
+  u8 v;
+  if (bus_read_window(b, addr, v)) return v;
 #endif
   if (addr < 0xA000u) return ppu_vram_locked(b) ? 0xFF : mem_at(b, GBX_MEM_VRAM + (addr - 0x8000u));
   if (addr < 0xC000u) return cart_ram_read(b, addr);
@@ -217,7 +240,7 @@ GBX_NOINLINE u8 bus_read_slow(Machine& b, u32 addr) {
 // landed, HRAM opens again (GBX_DMA_GATE_EXT: the DMA's own wait loop there runs at full
 // speed, and nothing is left for an HRAM access to trigger); the first slow access after
 // dma_end opens the rest. Every access the clock test would send to the slow path still goes
-// there, so the results are the same. On game_loop the interpreter ran ~1.13x faster than
+// there, so the results are the same. The interpreter ran 1.05-1.18x faster on the games than
 // with the clock test (docs/benchmarks/games.md, 2026-11-27 night).
 #if GBX_DEVICE_CPU
 GBX_FN u8 bus_read(Core& c, u32 addr) {
@@ -237,11 +260,9 @@ GBX_FN u8 bus_read(Core& c, u32 addr) {
     core_reload(c);
     if (blocked) return v;
   }
-  if (addr < 0x4000u) return c.rom0[addr];
-  if (addr < 0x8000u) return c.romx[addr - 0x4000u];
-  if (addr - 0xC000u < 0x2000u) return mem_at(c, GBX_MEM_WRAM + (addr - 0xC000u));
-  if (addr - 0xFF80u < 0x7Fu) return mem_at(c, GBX_MEM_IO + (addr & 0xFFu));  // HRAM
-  const u8 v = bus_read_slow(core_spill(c), addr);
+  u8 v;
+  if (bus_read_window(c, addr, v)) return v;
+  v = bus_read_slow(core_spill(c), addr);
   core_reload(c);
   return v;
 }
@@ -250,14 +271,7 @@ GBX_FN u8 bus_read(Core& c, u32 addr) {
 GBX_NOINLINE void bus_write_slow(Machine& b, u32 addr, u8 v) {
 #if GBX_DEVICE_CPU
   // As bus_read_slow: the OAM DMA check, then the fast path's windows.
-  if (io_time(b) < b.dma_end) {
-    const bool blocked = dma_blocks(b, addr);
-    if (!b.dma_pending) b.dma_gate = GBX_DMA_GATE_EXT;
-    if (blocked) return;
-  } else {
-    b.dma_gate = 0;
-  }
-  if (bus_write_window(b, addr, v)) return;
+  if (dma_gate_blocks(b, addr) || bus_write_window(b, addr, v)) return;
 #endif
   if (addr - 0x8000u < 0x2000u || addr - 0xFE00u < 0x100u) lcd_before_write(b);
   if (addr < 0x8000u)

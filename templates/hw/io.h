@@ -8,9 +8,7 @@ GBX_FN void events_reschedule(Machine& b) {
   next = b.step_end < next ? b.step_end : next;
 #endif
   b.next_event = next;
-#if GBX_DEVICE_CPU
   fast_until_update(b);
-#endif
 }
 
 // Bits that read as 1 whatever was written (unused bits, write-only registers, unmapped
@@ -495,9 +493,7 @@ GBX_NOINLINE void io_write(Machine& b, u32 addr, u8 v) {
       break;
     case 0xFFFF:
       b.ie = v;
-#if GBX_DEVICE_CPU
       fast_until_update(b);
-#endif
       return;
     default:
       if (addr - 0xFF10u < 0x30u) {

@@ -152,20 +152,27 @@ GBX_FN u8* io_reg(Machine& b, u32 addr) { return &mem_at(b, GBX_MEM_IO + (addr &
 // already charged the whole M-cycle). I/O side effects are timed from here.
 GBX_FN i64 io_time(const Machine& b) { return b.cycles - 3; }
 
-#if GBX_DEVICE_CPU
-// OAM DMA gates (Machine::dma_gate, hw/bus.h bus_read): added to an address, they take it
-// above 0xFFFF, out of every fast window; HRAM's window looks at the low 16 bits only, so
-// the first one leaves HRAM open (no DMA can block it, and once the bytes have landed an
+// OAM DMA gates (Machine::dma_gate, hw/bus.h bus_read; cpu only): added to an address, they
+// take it above 0xFFFF, out of every fast window; HRAM's window looks at the low 16 bits only,
+// so the first one leaves HRAM open (no DMA can block it, and once the bytes have landed an
 // access there has nothing left to trigger), the second closes it too.
 #define GBX_DMA_GATE_EXT 0x10000u
 #define GBX_DMA_GATE_ALL 0x10080u
 GBX_FN void dma_gate_update(Machine& b) {
+#if GBX_DEVICE_CPU
   b.dma_gate = io_time(b) >= b.dma_end ? 0u : b.dma_pending ? GBX_DMA_GATE_ALL : GBX_DMA_GATE_EXT;
-}
-GBX_FN void fast_until_update(Machine& b) {
-  b.fast_until = (b.ie & b.iflag & 0x1F) ? GBX_NEVER_PAST : b.next_event;
-}
+#else
+  (void)b;
 #endif
+}
+// The threaded dispatch's bound from the next event and IE & IF (Machine::fast_until; cpu).
+GBX_FN void fast_until_update(Machine& b) {
+#if GBX_DEVICE_CPU
+  b.fast_until = (b.ie & b.iflag & 0x1F) ? GBX_NEVER_PAST : b.next_event;
+#else
+  (void)b;
+#endif
+}
 // An interrupt request (IF bits), raised by the timer, the PPU, serial or the joypad.
 GBX_FN void irq_request(Machine& b, u32 bits) {
   b.iflag |= (u8)bits;

@@ -63,14 +63,15 @@ TEST_CASE("n = 0 calls nothing") {
 }
 
 TEST_CASE("many short runs, then destruction, do not deadlock") {
-  // Runs shorter than the spin and runs separated by more than it (workers asleep), so both
-  // the spinning and the blocking hand-over are taken.
+  // Runs shorter than the spin, and runs separated by more than the longest spin (2 ms:
+  // workers asleep, then spinning short), so both the spinning and the blocking hand-over
+  // are taken.
   WorkerPool pool(3);
   std::atomic<int64_t> sum{0};
   for (int r = 0; r < 5000; ++r) pool.run(8, [&](int64_t b, int64_t e) { sum += e - b; });
   CHECK(sum.load() == 5000 * 8);
   for (int r = 0; r < 20; ++r) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
     pool.run(8, [&](int64_t b, int64_t e) { sum += e - b; });
   }
   CHECK(sum.load() == 5020 * 8);

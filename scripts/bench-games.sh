@@ -7,6 +7,10 @@
 #   threads2  the interpreter on two threads with twice the envs (each thread keeps the envs
 #           of the one-thread columns: how an RL run adds cores); its total rate over interp's
 #           is the two-thread scaling (goal 1.9x). Left out on a machine of one core.
+#   procs2  a control for threads2: two interp processes at once, their rates summed; its
+#           total over interp's is what the two cores give two independent emulators at that
+#           moment, so threads2 / procs2 is the pool's own share of the scaling (on a shared
+#           VM the cores' capacity moves by more than the 1.9x goal's margin).
 #   spec    GBX cpu backend, the ROM-specialized kernel (--specialize auto:N, profiled from the
 #           state; the tier-up, profile + compile, is reported apart, cold and cached)
 #   mgba    the mgba reference backend (libmgba, stepped one instruction at a time), one thread
@@ -32,7 +36,8 @@
 #   GBX_GAMES_SEGMENTS  schedule segments           (default 75: 600 frames)
 #   GBX_GAMES_HOLD      frames per segment          (default 8)
 #   GBX_GAMES_PROFILE   frames profiled for spec    (default 120)
-#   GBX_GAMES_COLUMNS   default "interp threads2 spec mgba pyboy" (threads2 with 2+ cores)
+#   GBX_GAMES_COLUMNS   default "interp threads2 procs2 spec mgba pyboy" (threads2 and
+#                       procs2 with 2+ cores)
 #   GBX_GAMES_COLD      1 (default): time one tier-up on an empty kernel cache first
 #   GBX_BUILD_DIR       build directory             (default build/)
 set -euo pipefail
@@ -47,7 +52,7 @@ seed=${GBX_GAMES_SEED:-1}
 segments=${GBX_GAMES_SEGMENTS:-75}
 hold=${GBX_GAMES_HOLD:-8}
 profile=${GBX_GAMES_PROFILE:-120}
-default_columns="interp threads2 spec mgba pyboy"
+default_columns="interp threads2 procs2 spec mgba pyboy"
 [ "$(nproc)" -ge 2 ] || default_columns="interp spec mgba pyboy"
 columns=${GBX_GAMES_COLUMNS:-$default_columns}
 cold=${GBX_GAMES_COLD:-1}
@@ -101,6 +106,14 @@ for ((r = 1; r <= rounds; r++)); do
                   --seconds "$secs" --load-state "$out/$name.gbx.state" --json "$j" ;;
         threads2) "$gbx" bench --backend cpu --label threads2 --rom "$rom" "${common2[@]}" \
                     --seconds "$secs" --load-state "$out/$name.gbx.state" --json "$j" ;;
+        procs2) for half in a b; do
+                  "$gbx" bench --backend cpu --label "procs2$half" --rom "$rom" "${common[@]}" \
+                    --seconds "$secs" --load-state "$out/$name.gbx.state" \
+                    --json "$out/${name}_procs2${half}_r$r.json" &
+                done
+                wait
+                python3 "$root/scripts/bench_games_report.py" --sum-sweeps "$j" \
+                  "$out/${name}_procs2a_r$r.json" "$out/${name}_procs2b_r$r.json" ;;
         spec) "$gbx" bench --backend cpu --label spec --rom "$rom" "${common[@]}" \
                 --seconds "$secs" --load-state "$out/$name.gbx.state" \
                 --specialize "auto:$profile" --json "$j" ;;

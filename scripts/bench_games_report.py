@@ -2,6 +2,7 @@
 """Summary of a scripts/bench-games.sh run folder: table, ratios per round, summary.json, plot.
 
     scripts/bench_games_report.py artifacts/bench-games/<utc> --rounds 3 interp spec mgba pyboy
+    scripts/bench_games_report.py --sum-sweeps OUT.json A.json B.json   (bench-games' procs2)
 
 Reads <game>_<column>_r<round>.json (gbx-run bench / bench_pyboy.py sweeps, one env count
 each) and <game>_spec-cold.json. Rates are per core (frames/s over the threads or processes
@@ -28,9 +29,13 @@ RATIOS = [
     ("spec", "mgba"),
     ("mgba", "pyboy"),
     ("threads2", "interp"),
+    ("procs2", "interp"),
+    ("threads2", "procs2"),
 ]
-# Ratios of total rates (all threads), not per core: the scaling with threads.
-TOTAL_RATIOS = {("threads2", "interp")}
+# Ratios of total rates (all threads or processes), not per core: the scaling with cores.
+# procs2 (two one-thread processes at once, summed) is the control for threads2: procs2 /
+# interp is what the two cores gave at that moment, threads2 / procs2 the pool's own share.
+TOTAL_RATIOS = {("threads2", "interp"), ("procs2", "interp"), ("threads2", "procs2")}
 
 
 def load(path):
@@ -73,7 +78,31 @@ def fmt(sp, unit=""):
     return f"{sp['median']:.2f}{unit} [{sp['min']:.2f}-{sp['max']:.2f}]"
 
 
+def sum_sweeps(out, paths):
+    """Writes one sweep whose rates are the sum of `paths`' (processes run at the same time)."""
+    sweeps = []
+    for p in paths:
+        with open(p) as f:
+            sweeps.append(json.load(f))
+    rs = [s["results"][0] for s in sweeps]
+    total = dict(rs[0])
+    total["frames_per_sec"] = sum(r["frames_per_sec"] for r in rs)
+    total["total_sps"] = sum(r["total_sps"] for r in rs)
+    total["num_envs"] = sum(r["num_envs"] for r in rs)
+    total["threads"] = sum(max(1, int(r.get("threads") or 1)) for r in rs)
+    total["seconds"] = max(r["seconds"] for r in rs)
+    merged = dict(sweeps[0])
+    merged["results"] = [total]
+    merged["summed_from"] = [os.path.basename(p) for p in paths]
+    with open(out, "w") as f:
+        json.dump(merged, f, indent=2)
+        f.write("\n")
+    return 0
+
+
 def main():
+    if len(sys.argv) >= 4 and sys.argv[1] == "--sum-sweeps":
+        return sum_sweeps(sys.argv[2], sys.argv[3:])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("folder")
     ap.add_argument("--rounds", type=int, required=True)

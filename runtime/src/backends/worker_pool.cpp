@@ -20,11 +20,13 @@ constexpr uint64_t kCountMask = kClosed - 1;
 // participants' last chunks (an env step: 0.1 to 1 ms in the game benchmarks) plus the
 // caller's gap between runs. Blocking costs a futex wake-up when the run comes (tens of
 // microseconds on a VM: 3.7% of a 2048 step at 8 envs a thread, measured with
-// GBX_POOL_STATS), so a worker whose last wait was short spins long; one whose last wait was
-// long (an RL policy between steps) spins short, so that it does not burn a core the policy
-// could use. The caller spins long for its workers: it has nothing else to do.
+// GBX_POOL_STATS). So while the caller's gaps are short (a tight step loop) workers spin
+// long enough to span the other threads' last chunks; once a gap is longer (an RL policy
+// between steps) they spin briefly, so as not to take a core the policy could use. The caller
+// spins long for its workers: it has nothing else to do then.
 constexpr auto kSpinShort = std::chrono::microseconds(100);
 constexpr auto kSpinLong = std::chrono::microseconds(2000);
+constexpr int64_t kTightGapNs = 500000;  // caller gaps below this: a tight loop
 
 uint32_t generation(uint64_t job) { return (uint32_t)(job >> 32); }
 uint64_t inside(uint64_t job) { return job & kCountMask; }
@@ -117,6 +119,9 @@ void WorkerPool::run(int64_t n, const RangeFn& fn, int64_t grain) {
     }
     return;
   }
+  const int64_t start_ns = wall_ns();
+  if (last_run_end_ns_ > 0)
+    caller_gap_ns_.store(start_ns - last_run_end_ns_, std::memory_order_relaxed);
   grain_ = grain > 0 ? grain : std::max<int64_t>(1, n / ((int64_t)t * 32));
   for (int i = 0; i < t; ++i)
     shares_[i].bounds.store(pack((uint64_t)(n * i / t), (uint64_t)(n * (i + 1) / t)),
@@ -124,7 +129,7 @@ void WorkerPool::run(int64_t n, const RangeFn& fn, int64_t grain) {
   fn_ = &fn;
   failed_.store(false, std::memory_order_relaxed);
   error_ = nullptr;
-  if (timing_) run_start_ns_ = wall_ns();
+  if (timing_) run_start_ns_ = start_ns;
 
   // Opening the next generation publishes the shares and fn_ (seq_cst store: see worker_main
   // for why the sleepers check after it cannot miss a worker going to sleep).
@@ -139,6 +144,7 @@ void WorkerPool::run(int64_t n, const RangeFn& fn, int64_t grain) {
   wait_for_workers();
   if (timing_) shares_[0].stats.wait_ns += wall_ns() - wait0;
   fn_ = nullptr;
+  last_run_end_ns_ = wall_ns();
   if (error_) std::rethrow_exception(error_);
 }
 
@@ -226,7 +232,6 @@ void WorkerPool::worker_main(int self) {
       w = job_.load();
       return generation(w) != seen || (w & kStop);
     };
-    const auto wait0 = std::chrono::steady_clock::now();
     if (!news() && !spin_until(news, spin)) {
       // Announce the sleep before the last check (seq_cst both sides): either run() sees the
       // count and notifies under the mutex, or this check sees run()'s new generation.
@@ -237,7 +242,7 @@ void WorkerPool::worker_main(int self) {
       }
       sleeping_workers_.fetch_sub(1);
     }
-    spin = std::chrono::steady_clock::now() - wait0 < kSpinLong ? kSpinLong : kSpinShort;
+    spin = caller_gap_ns_.load(std::memory_order_relaxed) < kTightGapNs ? kSpinLong : kSpinShort;
     if (w & kStop) return;
     seen = generation(w);
     // Enter only the open job of this generation; a closed one is finished without us.

@@ -11,8 +11,9 @@
 // participant claims small chunks from the front of its own range; when that is empty it
 // steals chunks from the back of the range with the most left. A thread that is late or
 // descheduled thus holds up at most the one chunk it is running. Between runs workers spin,
-// then block: for 2 ms while runs follow each other closely (a tight step loop), for 0.1 ms
-// once a wait was longer (an RL policy runs between steps and may want the cores).
+// then block: for 2 ms while the caller starts each run within 0.5 ms of the last one's end
+// (a tight step loop), for 0.1 ms after a longer gap (an RL policy runs between steps and
+// may want the cores).
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -86,6 +87,10 @@ class WorkerPool {
   int64_t grain_ = 1;
   bool timing_ = false;
   int64_t run_start_ns_ = 0;  // timing: when the current run was opened
+  // The caller's time between its last two runs (from one's return to the next one's start):
+  // workers spin long after a short gap (worker_pool.cpp, kTightGapNs).
+  int64_t last_run_end_ns_ = 0;
+  std::atomic<int64_t> caller_gap_ns_{INT64_MAX};
 
   // The current job: generation (high 32 bits), CLOSED and STOP flags, and the number of
   // workers inside it (low bits). Workers enter only an open job of the generation they woke

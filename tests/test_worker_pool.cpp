@@ -1,7 +1,8 @@
 // The worker pool behind the cpu backend: every index exactly once per run for any thread
 // count and grain, no deadlock over many runs or at destruction, exceptions and misuse, tail
 // stealing when one participant is stuck; and the cpu backend stepping the same states on 1,
-// 2 and 3 threads (with and without a mask).
+// 2 and 3 threads (with and without a mask); phased runs, and steps in parts that compose into
+// exactly the whole step.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -11,9 +12,11 @@
 #include <thread>
 #include <vector>
 
+#include "gbx/runtime/asm.h"
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/cpu_backend.h"
 #include "gbx/runtime/rom.h"
+#include "gbx/runtime/rom_builder.h"
 #include "gbx/runtime/worker_pool.h"
 
 using namespace gbx;
@@ -212,4 +215,116 @@ TEST_CASE("GBX_POOL_STATS: per-thread counts add up to the work done") {
   WorkerPool quiet(2);
   CHECK_FALSE(quiet.timing());
   CHECK(quiet.stats().empty());
+}
+
+TEST_CASE("run_phased: every index and phase once, each index's phases in order") {
+  for (int threads : {1, 2, 3, 8}) {
+    WorkerPool pool(threads);
+    for (int64_t n : {1, 5, 16, 37}) {
+      for (int phases : {1, 2, 3, 5}) {
+        CAPTURE(threads);
+        CAPTURE(n);
+        CAPTURE(phases);
+        std::vector<std::atomic<int>> last((size_t)n);  // last phase done, -1: none
+        for (auto& l : last) l = -1;
+        std::atomic<int> calls{0}, out_of_order{0};
+        pool.run_phased(n, phases, [&](int64_t i, int k) {
+          if (last[(size_t)i].exchange(k) != k - 1) ++out_of_order;
+          ++calls;
+        });
+        CHECK(calls.load() == n * phases);
+        CHECK(out_of_order.load() == 0);
+        int unfinished = 0;
+        for (auto& l : last) unfinished += l.load() != phases - 1;
+        CHECK(unfinished == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("run_phased: an exception reaches the caller; the pool stays usable") {
+  WorkerPool pool(2);
+  CHECK_THROWS_AS(pool.run_phased(8, 3,
+                                  [&](int64_t i, int k) {
+                                    if (i == 5 && k == 1) throw std::runtime_error("boom");
+                                  }),
+                  std::runtime_error);
+  std::atomic<int> calls{0};
+  pool.run_phased(8, 3, [&](int64_t, int) { ++calls; });
+  CHECK(calls.load() == 24);
+}
+
+namespace {
+
+// Starts an OAM DMA over and over, each after a delay read from the joypad (so every env,
+// given its own random buttons, starts them at its own times), from a source that changes
+// every round, with objects on: the DMAs' set-up M-cycles fall on many part boundaries.
+std::vector<uint8_t> dma_loop_rom() {
+  Asm a;
+  a.op("LD SP,d16", 0xFFFE);
+  a.op("LD HL,d16", "hram_code").op("LD DE,d16", 0xFF80).op("LD B,d8", 10);
+  a.label("copy").op("LD A,(HL+)").op("LD (DE),A").op("INC DE").op("DEC B").op("JR NZ,r8", "copy");
+  a.op("LD A,d8", 0x93).op("LDH (a8),A", 0x40);  // LCD, background and objects on
+  a.label("main");
+  a.op("LD A,d8", 0x20).op("LDH (a8),A", 0x00).op("LDH A,(a8)", 0x00);  // the d-pad
+  a.op("AND d8", 0x0F).op("INC A").op("LD B,A");
+  a.label("delay").op("DEC B").op("JR NZ,r8", "delay");
+  a.op("LD HL,d16", 0xC000).op("INC (HL)").op("LD L,d8", 0x05).op("DEC (HL)");
+  a.op("CALL a16", 0xFF80).op("JR r8", "main");
+  // At FF80: LD A,C0; LDH (46),A; LD A,28; loop: DEC A; JR NZ,loop; RET.
+  a.label("hram_code").db({0x3E, 0xC0, 0xE0, 0x46, 0x3E, 0x28, 0x3D, 0x20, 0xFD, 0xC9});
+  RomSpec spec;
+  spec.title = "DMALOOP";
+  REQUIRE(a.place(spec).ok());
+  return build_rom(spec);
+}
+
+}  // namespace
+
+TEST_CASE("cpu backend: steps in parts on 2 threads are the whole steps of 1 thread") {
+  // Pixels (every drawn frame reads OAM), the CPU, WRAM, OAM and the I/O page after every
+  // step, with random buttons released mid-step, and hooks counted across the parts.
+  auto made = rom_from_bytes("dma_loop", dma_loop_rom());
+  REQUIRE(made.ok());
+  const Rom& rom = made.value();
+  const int n = 16, steps = 40;
+  std::vector<std::vector<std::vector<uint8_t>>> want((size_t)steps);
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    BackendConfig cfg;
+    cfg.num_envs = n;
+    cfg.threads = threads;
+    cfg.frames_per_step = 24;
+    cfg.release_after_frames = 8;
+    cfg.stage = Stage::FullStep;
+    cfg.obs = ObsKind::Pixels;
+    auto b = CpuBackend::create(rom, cfg);
+    REQUIRE(b.ok());
+    std::vector<int32_t> actions((size_t)n);
+    uint32_t x = 12345;
+    for (int s = 0; s < steps; ++s) {
+      for (auto& act : actions) act = (int32_t)((x = x * 1664525u + 1013904223u) >> 24);
+      REQUIRE(b.value()->step(actions).ok());
+      CHECK(b.value()->last_step_parts() == (threads == 1 ? 1 : 3));
+      std::vector<std::vector<uint8_t>> got;
+      for (int i = 0; i < n; ++i) {
+        const CpuState c = b.value()->get_cpu_state(i).value();
+        got.push_back({c.a, c.f, c.b, c.c, (uint8_t)c.pc, (uint8_t)(c.pc >> 8),
+                       (uint8_t)c.cycle_count, (uint8_t)(c.cycle_count >> 8),
+                       (uint8_t)c.instr_count});
+        for (auto [lo, hi] :
+             {std::pair<uint32_t, uint32_t>{0xC000, 0xC0A0}, {0xFE00, 0xFEA0}, {0xFF00, 0x10000}})
+          got.push_back(b.value()->read_memory(i, lo, hi).value());
+        got.push_back(b.value()->read_pixels(i).value());
+      }
+      if (threads == 1)
+        want[(size_t)s] = got;
+      else {
+        CAPTURE(s);
+        int differ = 0;
+        for (size_t k = 0; k < got.size(); ++k) differ += got[k] != want[(size_t)s][k];
+        CHECK(differ == 0);
+      }
+    }
+  }
 }

@@ -4,13 +4,14 @@
 #ifndef GBX_ABI_H
 #define GBX_ABI_H
 
-#define GBX_ABI_VERSION 11
+#define GBX_ABI_VERSION 12
 // Save states of every ABI from this one up read as this one. v7 added GbxParams::spec_retired
 // and v8 put env_frames in the reserved joyp_select slot (launch parameters); v9 widened
 // apu_length to GBX_APU_WORDS halfwords per env (CH1 sweep and frame-sequencer state), v10 to
 // 16 (CH3 frequency and position), and v11 added lcd_fifo (the pixel FIFO's state), a record
 // older states lack, so older states do not load; v11 also added GbxParams::hits (hooks; a
-// launch parameter).
+// launch parameter). v12 put part_begin and part_end in the reserved slots (launch
+// parameters; states unchanged).
 #define GBX_ABI_STATE_COMPAT_MIN 11
 
 // Per-env writable memory (memory model dmg): only the regions a cartridge cannot supply.
@@ -144,7 +145,11 @@ typedef struct GbxParams {
   float* obs;                       // obs_dim floats per env
   float* reward;                    // one float per env
   int obs_dim;
-  int reserved0;
+  // A step in parts (cpu backend, several threads: the pool's end-of-step wait is then a
+  // part, not a whole env step): run frames [part_begin, part_end) of the `frames` (or
+  // env_frames[i]) frame step. part_end 0: the whole step. The kernel composes the parts
+  // into exactly the step (kernel/step.tmpl).
+  int part_begin;
   // Typed outputs beside obs and reward. Backends point all of them into one block so a
   // step's outputs for every env come back in one copy (README "Kernel outputs").
   unsigned char* pixels;               // obs kind pixels: bytes per env by obs format
@@ -152,7 +157,7 @@ typedef struct GbxParams {
   unsigned char* gather;               // gather_count bytes per env: mem[gather_addrs[i]]
   const unsigned short* gather_addrs;  // bus addresses read by the RAM-gather epilog
   int gather_count;
-  int reserved1;
+  int part_end;
   unsigned int* profile_counts;  // profiling kernels: instructions executed per ROM offset
   // Specialized kernels add, per env, the instructions retired inside specialized blocks (a
   // diagnostic, not machine state: tests prove with it that the blocks ran). Null: not counted.

@@ -70,6 +70,22 @@ int64_t thread_cpu_ns() {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+// One run at a time: marks a run in progress for its scope, and refuses a second one (from
+// another thread, or from inside fn).
+class RunGuard {
+ public:
+  explicit RunGuard(std::atomic<bool>& running) : running_(running) {
+    if (running_.exchange(true))
+      throw std::logic_error("WorkerPool::run called while a run is in progress");
+  }
+  ~RunGuard() { running_.store(false); }
+  RunGuard(const RunGuard&) = delete;
+  RunGuard& operator=(const RunGuard&) = delete;
+
+ private:
+  std::atomic<bool>& running_;
+};
+
 }  // namespace
 
 WorkerPool::WorkerPool(int threads) {
@@ -93,12 +109,7 @@ WorkerPool::~WorkerPool() {
 void WorkerPool::run(int64_t n, const RangeFn& fn, int64_t grain) {
   if (n <= 0) return;
   if (n > (int64_t)0xffffffffu) throw std::length_error("WorkerPool::run: range over 2^32");
-  if (running_.exchange(true))
-    throw std::logic_error("WorkerPool::run called while a run is in progress");
-  struct Release {
-    std::atomic<bool>& flag;
-    ~Release() { flag.store(false); }
-  } release{running_};
+  const RunGuard guard(running_);
 
   const int t = threads();
   if (t == 1) {
@@ -127,12 +138,48 @@ void WorkerPool::run(int64_t n, const RangeFn& fn, int64_t grain) {
     shares_[i].bounds.store(pack((uint64_t)(n * i / t), (uint64_t)(n * (i + 1) / t)),
                             std::memory_order_relaxed);
   fn_ = &fn;
+  run_job(start_ns);
+}
+
+void WorkerPool::run_phased(int64_t n, int phases, const PhaseFn& fn) {
+  if (n <= 0 || phases <= 0) return;
+  const RunGuard guard(running_);
+  if (phases > 127) throw std::length_error("WorkerPool::run_phased: over 127 phases");
+  if (threads() == 1) {
+    for (int64_t i = 0; i < n; ++i)
+      for (int k = 0; k < phases; ++k) fn(i, k);
+    return;
+  }
+  const int64_t start_ns = wall_ns();
+  if (last_run_end_ns_ > 0)
+    caller_gap_ns_.store(start_ns - last_run_end_ns_, std::memory_order_relaxed);
+  if (n > phase_capacity_) {
+    phase_state_.reset(new std::atomic<uint8_t>[(size_t)n]);
+    phase_capacity_ = n;
+  }
+  for (int64_t i = 0; i < n; ++i) phase_state_[i].store(0, std::memory_order_relaxed);
+  phase_n_ = n;
+  phases_ = phases;
+  phase_fn_ = &fn;
+  run_job(start_ns);
+}
+
+int WorkerPool::owner_of(int64_t i) const {
+  const int t = threads();
+  int p = (int)((i * t) / phase_n_);  // a guess, then the exact share (n * p / t bounds)
+  while (p > 0 && i < phase_n_ * p / t) --p;
+  while (p + 1 < t && i >= phase_n_ * (p + 1) / t) ++p;
+  return p;
+}
+
+void WorkerPool::run_job(int64_t start_ns) {
   failed_.store(false, std::memory_order_relaxed);
   error_ = nullptr;
   if (timing_) run_start_ns_ = start_ns;
 
-  // Opening the next generation publishes the shares and fn_ (seq_cst store: see worker_main
-  // for why the sleepers check after it cannot miss a worker going to sleep).
+  // Opening the next generation publishes the job (the shares, fn_ or the phase state;
+  // seq_cst store: see worker_main for why the sleepers check after it cannot miss a worker
+  // going to sleep).
   job_.store((uint64_t)(generation(job_.load()) + 1) << 32);
   if (sleeping_workers_.load() > 0) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -144,6 +191,7 @@ void WorkerPool::run(int64_t n, const RangeFn& fn, int64_t grain) {
   wait_for_workers();
   if (timing_) shares_[0].stats.wait_ns += wall_ns() - wait0;
   fn_ = nullptr;
+  phase_fn_ = nullptr;
   last_run_end_ns_ = wall_ns();
   if (error_) std::rethrow_exception(error_);
 }
@@ -190,7 +238,84 @@ bool WorkerPool::steal(int self, int64_t* b, int64_t* e) {
   }
 }
 
+// One chunk of work: an exception is kept for the caller (the first one) and stops the run.
+template <class F>
+void WorkerPool::run_chunk(ParticipantStats& st, int64_t items, bool stolen, F&& work) {
+  const int64_t w0 = timing_ ? wall_ns() : 0;
+  try {
+    work();
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(error_mu_);
+    if (!error_) error_ = std::current_exception();
+    failed_.store(true, std::memory_order_relaxed);
+  }
+  if (timing_) {
+    st.busy_ns += wall_ns() - w0;
+    st.chunks += 1;
+    st.stolen += stolen;
+    st.items += items;
+  }
+}
+
+bool WorkerPool::phase_claim(int64_t i, int phase) {
+  uint8_t want = (uint8_t)(2 * phase);
+  return phase_state_[i].compare_exchange_strong(want, (uint8_t)(want + 1));
+}
+
+void WorkerPool::phase_run(int self, int64_t i, int phase) {
+  ParticipantStats& st = shares_[self].stats;
+  for (;;) {
+    run_chunk(st, 1, false, [&] { (*phase_fn_)(i, phase); });
+    phase_state_[i].store((uint8_t)(2 * phase + 2));
+    // A thief goes on with the index's later phases (its state is in this core's cache); the
+    // owner's passes take them phase by phase.
+    if (self == owner_of(i) || ++phase >= phases_ || failed_.load(std::memory_order_relaxed) ||
+        !phase_claim(i, phase))
+      return;
+  }
+}
+
+void WorkerPool::participate_phased(int self) {
+  ParticipantStats& st = shares_[self].stats;
+  const int t = threads();
+  const int64_t n = phase_n_;
+  const int64_t begin = n * self / t, end = n * (self + 1) / t;
+  for (int phase = 0; phase < phases_; ++phase)
+    for (int64_t i = begin; i < end; ++i) {
+      if (failed_.load(std::memory_order_relaxed)) return;
+      if (phase_claim(i, phase)) phase_run(self, i, phase);
+    }
+  // Then the others' ranges, from their backs: any index whose next phase is free. Until a
+  // whole scan finds none: whoever finishes a phase goes on with it (a thief) or reaches it
+  // in a later pass (its owner), so nothing is left when every participant has left.
+  for (bool found = true; found && !failed_.load(std::memory_order_relaxed);) {
+    found = false;
+    for (int k = 1; k <= t; ++k) {
+      const int other = (self + k) % t;
+      for (int64_t i = n * (other + 1) / t - 1; i >= n * other / t; --i) {
+        const uint8_t s = phase_state_[i].load(std::memory_order_relaxed);
+        if (s % 2 || s >= 2 * phases_) continue;
+        if (!phase_claim(i, s / 2)) continue;
+        if (other != self) st.stolen += 1;
+        phase_run(self, i, s / 2);
+        found = true;
+      }
+    }
+  }
+}
+
 void WorkerPool::participate(int self) {
+  if (phase_fn_) {
+    const int64_t c0 = timing_ ? thread_cpu_ns() : 0;
+    ParticipantStats& st = shares_[self].stats;
+    if (timing_ && self != 0) st.enter_ns += wall_ns() - run_start_ns_;
+    participate_phased(self);
+    if (timing_) {
+      st.runs += 1;
+      st.cpu_ns += thread_cpu_ns() - c0;
+    }
+    return;
+  }
   ParticipantStats& st = shares_[self].stats;
   const int64_t c0 = timing_ ? thread_cpu_ns() : 0;
   if (timing_ && self != 0) st.enter_ns += wall_ns() - run_start_ns_;
@@ -202,20 +327,7 @@ void WorkerPool::participate(int self) {
       if (!steal(self, &b, &e)) break;
       stolen = true;
     }
-    const int64_t w0 = timing_ ? wall_ns() : 0;
-    try {
-      (*fn_)(b, e);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(error_mu_);
-      if (!error_) error_ = std::current_exception();
-      failed_.store(true, std::memory_order_relaxed);
-    }
-    if (timing_) {
-      st.busy_ns += wall_ns() - w0;
-      st.chunks += 1;
-      st.stolen += stolen;
-      st.items += e - b;
-    }
+    run_chunk(st, e - b, stolen, [&] { (*fn_)(b, e); });
   }
   if (timing_) {
     st.runs += 1;

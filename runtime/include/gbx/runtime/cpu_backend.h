@@ -66,6 +66,8 @@ class CpuBackend : public Backend {
   double kernel_load_cpu_ms() const { return kernel_load_cpu_ms_; }  // the same, CPU time
   double template_load_ms() const { return template_load_ms_; }
   int threads() const { return threads_; }
+  // Parts the last step ran in (1: whole env steps; see run()).
+  int last_step_parts() const { return last_step_parts_; }
   // Profiling kernels (BackendConfig::profile): instructions executed per ROM offset so far.
   const std::vector<uint32_t>& profile_counts() const { return profile_counts_; }
   std::string specialize_status() const override { return tier_.status(); }
@@ -112,6 +114,13 @@ class CpuBackend : public Backend {
   SpecializeTierUp<CpuKernel> tier_;
   std::vector<int32_t> release_;  // release_after_frames for every env
   int threads_ = 1;
+  // Steps in parts on several threads (run()): how many (GBX_STEP_PARTS, default 3; 1: off),
+  // and up to how many envs a thread (beyond, half an env step at the end of a step is
+  // under 2% of it, and the parts' extra passes over the envs' state would cost more).
+  static constexpr int kPartsMaxEnvsPerThread = 16;
+  int step_parts_ = 3;
+  int last_step_parts_ = 1;
+  int step_parts(int n, int frames, const int32_t* env_frames) const;
   double kernel_load_ms_ = 0;
   double kernel_load_cpu_ms_ = 0;
   double template_load_ms_ = 0;

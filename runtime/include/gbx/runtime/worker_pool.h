@@ -47,6 +47,16 @@ class WorkerPool {
   // threads at once, or from inside fn, throws std::logic_error.
   void run(int64_t n, const RangeFn& fn, int64_t grain = 0);
 
+  // Runs fn(i, phase) for every i in [0, n) and phase in [0, phases), phase by phase for each
+  // i (fn(i, k) returns before fn(i, k + 1) starts; different i run in any order and at the
+  // same time). Each participant runs phase 0 of its own range, then phase 1, and so on, so
+  // the work left at the end of a run is last phases of many indices, which the participants
+  // that finish first share (they steal an index's next phase from the back of the other
+  // ranges and go on with its later phases). With one participant: fn(i, 0..phases-1) for
+  // each i in turn. Same rules as run() otherwise.
+  using PhaseFn = std::function<void(int64_t index, int phase)>;
+  void run_phased(int64_t n, int phases, const PhaseFn& fn);
+
   // Per-participant timing, recorded only when the environment variable GBX_POOL_STATS is set
   // when the pool is made (then the pool prints them to stderr when it goes): enough to tell
   // an uneven split, time lost handing a run over or waiting at its end, and a thread that was
@@ -74,6 +84,20 @@ class WorkerPool {
     alignas(64) ParticipantStats stats;
   };
 
+  // run_phased: per index, 2 * (phases done) + 1 while a phase of it runs.
+  bool phase_claim(int64_t i, int phase);
+  void phase_run(int self, int64_t i, int phase);  // runs it, then the later phases it can
+  void participate_phased(int self);
+  int owner_of(int64_t i) const;   // the participant whose range holds index i
+  void run_job(int64_t start_ns);  // runs the job set up by run() or run_phased()
+  std::unique_ptr<std::atomic<uint8_t>[]> phase_state_;
+  int64_t phase_capacity_ = 0;
+  int64_t phase_n_ = 0;
+  int phases_ = 0;
+  const PhaseFn* phase_fn_ = nullptr;
+
+  template <class F>
+  void run_chunk(ParticipantStats& st, int64_t items, bool stolen, F&& work);
   bool claim_own(int self, int64_t* b, int64_t* e);
   bool steal(int self, int64_t* b, int64_t* e);
   void participate(int self);

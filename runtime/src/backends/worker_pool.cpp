@@ -130,15 +130,12 @@ void WorkerPool::run(int64_t n, const RangeFn& fn, int64_t grain) {
     }
     return;
   }
-  const int64_t start_ns = wall_ns();
-  if (last_run_end_ns_ > 0)
-    caller_gap_ns_.store(start_ns - last_run_end_ns_, std::memory_order_relaxed);
   grain_ = grain > 0 ? grain : std::max<int64_t>(1, n / ((int64_t)t * 32));
   for (int i = 0; i < t; ++i)
     shares_[i].bounds.store(pack((uint64_t)(n * i / t), (uint64_t)(n * (i + 1) / t)),
                             std::memory_order_relaxed);
   fn_ = &fn;
-  run_job(start_ns);
+  run_job();
 }
 
 void WorkerPool::run_phased(int64_t n, int phases, const PhaseFn& fn) {
@@ -150,9 +147,6 @@ void WorkerPool::run_phased(int64_t n, int phases, const PhaseFn& fn) {
       for (int k = 0; k < phases; ++k) fn(i, k);
     return;
   }
-  const int64_t start_ns = wall_ns();
-  if (last_run_end_ns_ > 0)
-    caller_gap_ns_.store(start_ns - last_run_end_ns_, std::memory_order_relaxed);
   if (n > phase_capacity_) {
     phase_state_.reset(new std::atomic<uint8_t>[(size_t)n]);
     phase_capacity_ = n;
@@ -161,7 +155,7 @@ void WorkerPool::run_phased(int64_t n, int phases, const PhaseFn& fn) {
   phase_n_ = n;
   phases_ = phases;
   phase_fn_ = &fn;
-  run_job(start_ns);
+  run_job();
 }
 
 int WorkerPool::owner_of(int64_t i) const {
@@ -172,7 +166,10 @@ int WorkerPool::owner_of(int64_t i) const {
   return p;
 }
 
-void WorkerPool::run_job(int64_t start_ns) {
+void WorkerPool::run_job() {
+  const int64_t start_ns = wall_ns();
+  if (last_run_end_ns_ > 0)
+    caller_gap_ns_.store(start_ns - last_run_end_ns_, std::memory_order_relaxed);
   failed_.store(false, std::memory_order_relaxed);
   error_ = nullptr;
   if (timing_) run_start_ns_ = start_ns;
@@ -305,29 +302,22 @@ void WorkerPool::participate_phased(int self) {
 }
 
 void WorkerPool::participate(int self) {
-  if (phase_fn_) {
-    const int64_t c0 = timing_ ? thread_cpu_ns() : 0;
-    ParticipantStats& st = shares_[self].stats;
-    if (timing_ && self != 0) st.enter_ns += wall_ns() - run_start_ns_;
-    participate_phased(self);
-    if (timing_) {
-      st.runs += 1;
-      st.cpu_ns += thread_cpu_ns() - c0;
-    }
-    return;
-  }
   ParticipantStats& st = shares_[self].stats;
   const int64_t c0 = timing_ ? thread_cpu_ns() : 0;
   if (timing_ && self != 0) st.enter_ns += wall_ns() - run_start_ns_;
-  int64_t b = 0, e = 0;
-  for (;;) {
-    if (failed_.load(std::memory_order_relaxed)) break;
-    bool stolen = false;
-    if (!claim_own(self, &b, &e)) {
-      if (!steal(self, &b, &e)) break;
-      stolen = true;
+  if (phase_fn_) {
+    participate_phased(self);
+  } else {
+    int64_t b = 0, e = 0;
+    for (;;) {
+      if (failed_.load(std::memory_order_relaxed)) break;
+      bool stolen = false;
+      if (!claim_own(self, &b, &e)) {
+        if (!steal(self, &b, &e)) break;
+        stolen = true;
+      }
+      run_chunk(st, e - b, stolen, [&] { (*fn_)(b, e); });
     }
-    run_chunk(st, e - b, stolen, [&] { (*fn_)(b, e); });
   }
   if (timing_) {
     st.runs += 1;

@@ -88,8 +88,8 @@ class WorkerPool {
   bool phase_claim(int64_t i, int phase);
   void phase_run(int self, int64_t i, int phase);  // runs it, then the later phases it can
   void participate_phased(int self);
-  int owner_of(int64_t i) const;   // the participant whose range holds index i
-  void run_job(int64_t start_ns);  // runs the job set up by run() or run_phased()
+  int owner_of(int64_t i) const;  // the participant whose range holds index i
+  void run_job();                 // runs the job set up by run() or run_phased()
   std::unique_ptr<std::atomic<uint8_t>[]> phase_state_;
   int64_t phase_capacity_ = 0;
   int64_t phase_n_ = 0;

@@ -29,7 +29,7 @@ cd "$build"
 if [ $# -gt 0 ]; then
   exec "$root/scripts/without-cuda-toolkit" ctest --output-on-failure -j 2 --timeout 1500 "$@"
 fi
-double='^test_cuda_(backend_on_double(_roms)?|double|specialize_on_double)$'
+double='^test_(cuda_(backend_on_double(_roms)?|double|specialize_on_double)|step_identity_on_double)$'
 # The normal run's kernels (GBX_ASAN_KERNEL_CACHE) are cache hits for both steps: a key is the
 # kernel's source, compiler and host CPU, not the build of GBX that asks, so what is sanitized
 # is GBX's host code around the cache (lookup, load, link) rather than minutes of compiling in
@@ -43,8 +43,9 @@ fi
 # Also left out of step 1, for CI's time: suites whose minutes go to JIT-compiling and running
 # kernels (uninstrumented), not to GBX's host code, which other suites here run too
 # (2026-11-27, normal run in a fresh clone: test_pixels 410 s, test_orc_profile 190 s,
-# test_bench 166 s, test_arrows 148 s). They run in the normal suite of scripts/test.sh.
-jit_bound='test_pixels|test_orc_profile|test_bench|test_arrows'
+# test_bench 166 s, test_arrows 148 s; test_step_identity, 2,400 frames of every game in
+# eight configurations). They run in the normal suite of scripts/test.sh.
+jit_bound='test_pixels|test_orc_profile|test_bench|test_arrows|test_step_identity'
 env -u VIRTUAL_ENV "$root/scripts/without-cuda-toolkit" ctest --output-on-failure -j 2 \
   --timeout 1500 -E "^(test_conformance|$jit_bound)\$|$double"
 

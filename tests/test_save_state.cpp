@@ -292,6 +292,30 @@ TEST_CASE("cpu: bad blobs are refused in one line and leave the env untouched") 
   CHECK(save(*a, 1) == good);
 }
 
+TEST_CASE("cpu: a state of ABI v12 (no OAM DMA set-up fields) loads with no DMA in set-up") {
+  const Rom rom = busy_rom();
+  auto a = make<CpuBackend>(rom, 2);
+  run(*a, 4);
+  const Bytes now = save(*a, 0);
+  auto parsed = read_save_state(now, rom, MemoryModel::Dmg, SaveStateKind::Kernel);
+  REQUIRE(parsed.ok());
+  // v13 appended dma_pending and dma_overlap; a v12 writer had every other record.
+  auto recs = parsed->records;
+  const size_t fields = state_fields().size();
+  REQUIRE(recs[fields - 2].name == "dma_pending");
+  REQUIRE(recs[fields - 1].name == "dma_overlap");
+  recs[fields - 2].bytes = {0x47, 0};  // what the v13 load must not see
+  const Bytes v13_like = write_save_state(rom, MemoryModel::Dmg, SaveStateKind::Kernel, recs);
+  recs.erase(recs.begin() + (long)fields - 2, recs.begin() + (long)fields);
+  const Bytes v12 =
+      with_u32(write_save_state(rom, MemoryModel::Dmg, SaveStateKind::Kernel, recs), 8, 12);
+  REQUIRE_MESSAGE(a->load_state(1, v12).ok(), error_of(a->load_state(1, v12)));
+  CHECK(save(*a, 1) == now);  // the same machine, its DMA fields zero as the writer left them
+  // The same records under ABI v13 are one short; v13's records under v12 one too many.
+  CHECK(!a->load_state(1, with_u32(v12, 8, GBX_ABI_VERSION)).ok());
+  CHECK(!a->load_state(1, with_u32(v13_like, 8, 12)).ok());
+}
+
 TEST_CASE("cpu: reset(mask) restores masked envs and leaves the others bit-identical") {
   const Rom rom = busy_rom();
   auto fresh = make<CpuBackend>(rom);

@@ -4,14 +4,16 @@
 #ifndef GBX_ABI_H
 #define GBX_ABI_H
 
-#define GBX_ABI_VERSION 12
+#define GBX_ABI_VERSION 13
 // Save states of every ABI from this one up read as this one. v7 added GbxParams::spec_retired
 // and v8 put env_frames in the reserved joyp_select slot (launch parameters); v9 widened
 // apu_length to GBX_APU_WORDS halfwords per env (CH1 sweep and frame-sequencer state), v10 to
 // 16 (CH3 frequency and position), and v11 added lcd_fifo (the pixel FIFO's state), a record
 // older states lack, so older states do not load; v11 also added GbxParams::hits (hooks; a
 // launch parameter). v12 put part_begin and part_end in the reserved slots (launch
-// parameters; states unchanged).
+// parameters; states unchanged). v13 added dma_pending and dma_overlap (an OAM DMA in its
+// set-up across a step's end); a v11/v12 state lacks both and loads with no DMA in set-up,
+// which is what those kernels left at every step's end.
 #define GBX_ABI_STATE_COMPAT_MIN 11
 
 // Per-env writable memory (memory model dmg): only the regions a cartridge cannot supply.
@@ -122,6 +124,9 @@ typedef struct GbxState {
                                    // bit 2: first frame after LCD on (not shown)
   unsigned char* lcd_win_line;     // window internal line counter
   unsigned char* lcd_fifo;         // GBX_LCD_FIFO_BYTES per env: the pixel FIFO (ppu=fifo)
+  // An OAM DMA written to FF46 whose bytes have not landed (its 2 set-up M-cycles, hw/bus.h):
+  unsigned short* dma_pending;  // FF46 + 1 of that DMA (0: none); dma_end - 640 is its start
+  unsigned char* dma_overlap;   // T-cycles the DMA it restarted keeps the bus (0-8)
 } GbxState;
 
 typedef struct GbxParams {

@@ -25,16 +25,18 @@ GBX_FN u32 dma_bus_of(u32 addr) { return (addr - 0x8000u < 0x2000u) ? 1u : 0u; }
 
 GBX_FN i64 dma_start(const Machine& b) { return b.dma_end - 640; }
 
-// The bytes of a DMA written to FF46 land in OAM when it starts (or at `now` = GBX_NEVER: at
-// once, e.g. at a step's end); the source cannot change in between (its bus is the DMA's
-// from the start, and the set-up is 2 M-cycles).
+// The bytes of a DMA written to FF46 land in OAM when it starts, whoever notices first that
+// `now` has reached the start: a bus access (dma_blocks) or the event (service_events) that a
+// halted CPU wakes for. The screen up to the start is drawn with the old bytes either way, so
+// the result does not depend on which it was, nor on where steps end. The source cannot
+// change in between (its bus is the DMA's from the start, and the set-up is 2 M-cycles).
 GBX_FN u8 bus_read_dma(Machine& b, u32 addr);
 
 GBX_NOINLINE void dma_settle(Machine& b, i64 now) {
   if (!b.dma_pending || now < dma_start(b)) return;
   const u32 src = (b.dma_pending - 1u) << 8;
   b.dma_pending = 0;
-  lcd_before_write(b);
+  lcd_catch_up(b, dma_start(b));
   if (src - 0xC000u <= 0x1F00u) {
     // WRAM, the usual source (a shadow OAM): a plain copy, not 160 decoded reads (the copy
     // was ~2.7% of game_loop's specialized run, one DMA a frame).

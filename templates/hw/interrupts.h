@@ -42,9 +42,11 @@ GBX_FN void joyp_event_service(Machine& bus) {
   bus.joyp_event = GBX_NEVER;
 }
 
-// Everything scheduled for a cycle at or before now: timer reloads, PPU interrupts, the end
+// Everything scheduled for a cycle at or before now: the start of an OAM DMA (first, so that
+// what the PPU does from that cycle on sees its bytes), timer reloads, PPU interrupts, the end
 // of a serial transfer, the release of the buttons.
 GBX_FN void service_events(Machine& bus) {
+  if (bus.dma_pending) dma_settle(bus, bus.cycles);
   if (bus.cycles >= bus.timer_event) {
     timer_sync(bus, bus.cycles);
     timer_schedule(bus);

@@ -4,6 +4,9 @@ GBX_FN void events_reschedule(Machine& b) {
   i64 next = b.timer_event < b.ppu_event ? b.timer_event : b.ppu_event;
   next = GBX_COLD(b, serial_event) < next ? GBX_COLD(b, serial_event) : next;
   next = b.joyp_event < next ? b.joyp_event : next;
+  // An OAM DMA in its set-up lands its bytes when it starts (hw/bus.h dma_settle), an event
+  // like the others: a halted CPU makes no access that would land them, but the PPU reads OAM.
+  if (b.dma_pending && b.dma_end - 640 < next) next = b.dma_end - 640;
 #if GBX_DEVICE_CPU
   next = b.step_end < next ? b.step_end : next;
 #endif

@@ -181,6 +181,19 @@ GBX_FN u8* lcd_buffer(Machine& b, bool front) {
   return b.lcd_fb + (front ? idx : 1u - idx) * GBX_FRAMEBUFFER_BYTES;
 }
 
+GBX_FN void lcd_clear(u8* GBX_RESTRICT buf) {
+  for (u32 i = 0; i < (u32)GBX_FRAMEBUFFER_BYTES; ++i) buf[i] = 0;
+}
+
+// At a VBlank, after the swap: a frame that will be drawn starts on a blank back buffer, so
+// the rows it has not reached yet hold nothing from an older frame. Which older frame that
+// would be depends on which frames were drawn, i.e. on the step length: a step's end (the
+// frame in progress is always drawn, lcd_frame_needed) then saves the same state whether the
+// frames were run in steps of 1 or of 24.
+GBX_FN void lcd_vblank_swapped(Machine& b, i64 vblank) {
+  if (lcd_frame_needed(b, vblank + GBX_FRAME_CYCLES)) lcd_clear(lcd_buffer(b, false));
+}
+
 #if !GBX_PPU_FIFO
 // Processes every line end and VBlank at or before `now`.
 GBX_NOINLINE void lcd_catch_up_slow(Machine& b, i64 now) {
@@ -202,6 +215,7 @@ GBX_NOINLINE void lcd_catch_up_slow(Machine& b, i64 now) {
       const u8 swap = (b.lcd_flags & GBX_LCD_FLAG_SKIP) ? (u8)0 : (u8)GBX_LCD_FLAG_FRONT;
       b.lcd_flags = (u8)((b.lcd_flags ^ swap) & ~(GBX_LCD_FLAG_WY_HIT | GBX_LCD_FLAG_SKIP));
       b.lcd_win_line = 0;
+      lcd_vblank_swapped(b, t);
     }
     b.lcd_next = lcd_next_after(b, t);
   }
@@ -223,8 +237,9 @@ GBX_NOINLINE void lcd_lcdc_written(Machine& b) {
   if (on != was_on) lcd_fifo_idle(b);
 #endif
   if (was_on && !on) {
-    u8* front = lcd_buffer(b, true);
-    for (u32 i = 0; i < (u32)GBX_FRAMEBUFFER_BYTES; ++i) front[i] = 0;
+    // Both buffers: the front shows the blank screen, the back keeps no half-drawn frame.
+    lcd_clear(lcd_buffer(b, true));
+    lcd_clear(lcd_buffer(b, false));
     b.lcd_flags &= (u8)~GBX_LCD_FLAG_SKIP;
     b.lcd_next = GBX_NEVER;
   } else if (!was_on && on) {

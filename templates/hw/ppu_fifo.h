@@ -107,9 +107,19 @@ GBX_FN void lcd_fifo_load(Machine& b, LcdFifo& f) {
   for (u32 i = 0; i < (u32)sizeof(LcdFifo); ++i) dst[i] = src[i];
 }
 
+// Between lines only `line` means anything (lcd_fifo_start_line sets the rest afresh), so the
+// rest is stored as zeros: which earlier lines ran through the pipeline depends on which
+// frames were drawn, i.e. on the step length, and must not show in a saved state.
 GBX_FN void lcd_fifo_store(Machine& b, const LcdFifo& f) {
-  u8* dst = lcd_fifo_bytes(b);
+  LcdFifo idle;
   const u8* src = (const u8*)&f;
+  if (!f.active) {
+    u8* z = (u8*)&idle;
+    for (u32 i = 0; i < (u32)sizeof(LcdFifo); ++i) z[i] = 0;
+    idle.line = f.line;
+    src = z;
+  }
+  u8* dst = lcd_fifo_bytes(b);
   for (u32 i = 0; i < (u32)sizeof(LcdFifo); ++i) dst[i] = src[i];
 }
 

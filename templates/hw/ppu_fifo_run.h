@@ -201,6 +201,7 @@ GBX_NOINLINE void lcd_catch_up_slow(Machine& b, i64 now) {
       const u8 swap = (b.lcd_flags & GBX_LCD_FLAG_SKIP) ? (u8)0 : (u8)GBX_LCD_FLAG_FRONT;
       b.lcd_flags = (u8)((b.lcd_flags ^ swap) & ~(GBX_LCD_FLAG_WY_HIT | GBX_LCD_FLAG_SKIP));
       b.lcd_win_line = 0;
+      lcd_vblank_swapped(b, frame_start + 144 * GBX_LINE_DOTS);
       f.active = 0;
       f.line = GBX_FIFO_IDLE_LINE;
       b.lcd_next = lcd_fifo_due(lcd_fifo_line_start(frame_start + GBX_FRAME_CYCLES, 0), 0);

@@ -23,6 +23,16 @@ constexpr const char* kSeenRecord = "seen";
 
 Error bad(std::string message) { return make_error(ErrorKind::Input, std::move(message)); }
 
+// State fields added since GBX_ABI_STATE_COMPAT_MIN, the last ones of GBX_STATE_FIELDS in this
+// order, each with the ABI that added it. A state written before lacks them and loads them as
+// zero. v13's OAM DMA set-up: older kernels landed a DMA's bytes at every step's end, so
+// their states never hold one in flight.
+struct AddedField {
+  const char* name;
+  uint32_t abi;
+};
+constexpr AddedField kAddedFields[] = {{"dma_pending", 13}, {"dma_overlap", 13}};
+
 std::array<uint8_t, 32> rom_digest(const Rom& rom) {
   const std::string hex =
       rom.sha256.size() == 64
@@ -190,6 +200,7 @@ Result<SaveStateBlob> read_save_state(const std::vector<uint8_t>& blob, const Ro
   SaveStateBlob out;
   out.memory_model = mm;
   out.kind = kind;
+  out.abi = (uint32_t)abi;
   Reader r(blob.data() + kSaveStateHeaderBytes, have);
   const std::string cut = "save state is truncated inside its records";
   uint64_t count = 0;
@@ -237,23 +248,28 @@ Status decode_env_state(const std::vector<uint8_t>& blob, EnvState& state, int e
   if (!parsed) return parsed.take_error();
   const auto& recs = parsed->records;
   const auto& table = field_table();
+  // A state of an older ABI lacks the fields added since; they are the table's last ones and
+  // load as zero (kAddedFields says why that is what such a state meant).
+  size_t fields = table.size();
+  for (const AddedField& f : kAddedFields)
+    if (parsed->abi < f.abi) --fields;
   // Fields, "mem", and "seen" when the writer's kernel used seen().
-  if (recs.size() != table.size() + 1 && recs.size() != table.size() + 2)
+  if (recs.size() != fields + 1 && recs.size() != fields + 2)
     return bad("save state has " + std::to_string(recs.size()) +
-               " records, this build's state has " + std::to_string(table.size()) +
-               " fields + memory (+ the seen() set)");
-  for (size_t i = 0; i < table.size(); ++i)
+               " records, this build's state has " + std::to_string(fields) +
+               " fields + memory (+ the seen() set) for state ABI v" + std::to_string(parsed->abi));
+  for (size_t i = 0; i < fields; ++i)
     if (recs[i].name != table[i].name || recs[i].bytes.size() != table[i].size)
       return bad("save state field " + std::to_string(i) + " is '" + recs[i].name + "' (" +
                  std::to_string(recs[i].bytes.size()) + " bytes), this build has '" +
                  table[i].name + "' (" + std::to_string(table[i].size) + " bytes)");
   const StateLayout& l = state.layout();
-  const SaveStateRecord& mem = recs[table.size()];
+  const SaveStateRecord& mem = recs[fields];
   if (mem.name != kMemRecord || mem.bytes.size() != l.seen_offset)
     return bad("save state memory record is '" + mem.name + "' (" +
                std::to_string(mem.bytes.size()) + " bytes), this build has '" + kMemRecord + "' (" +
                std::to_string(l.seen_offset) + " bytes per env)");
-  const SaveStateRecord* seen = recs.size() == table.size() + 2 ? &recs.back() : nullptr;
+  const SaveStateRecord* seen = recs.size() == fields + 2 ? &recs.back() : nullptr;
   if (seen && seen->name != kSeenRecord)
     return bad("save state record " + std::to_string(recs.size() - 1) + " is '" + seen->name +
                "', this build expects '" + kSeenRecord + "' there");
@@ -264,8 +280,13 @@ Status decode_env_state(const std::vector<uint8_t>& blob, EnvState& state, int e
     return bad("save state's seen() set has " + std::to_string(seen->bytes.size()) +
                " bytes, this kernel's (seen_capacity) has " + std::to_string(l.seen_bytes));
   const auto bases = field_bases(state.soa());
-  for (size_t i = 0; i < table.size(); ++i)
-    std::memcpy(bases[i] + (size_t)env * table[i].size, recs[i].bytes.data(), table[i].size);
+  for (size_t i = 0; i < table.size(); ++i) {
+    uint8_t* dst = bases[i] + (size_t)env * table[i].size;
+    if (i < fields)
+      std::memcpy(dst, recs[i].bytes.data(), table[i].size);
+    else
+      std::memset(dst, 0, table[i].size);
+  }
   state.write_env_mem(env, 0, mem.bytes.data(), mem.bytes.size());
   state.clear_seen(env);
   if (seen && l.seen_bytes)

@@ -53,6 +53,7 @@ struct SaveStateRecord {
 struct SaveStateBlob {
   MemoryModel memory_model = MemoryModel::Dmg;
   SaveStateKind kind = SaveStateKind::Kernel;
+  uint32_t abi = 0;  // the writer's GBX_ABI_VERSION
   std::vector<SaveStateRecord> records;
 };
 

@@ -48,5 +48,7 @@
   X(lcd_fb, 2 * GBX_FRAMEBUFFER_BYTES) \
   X(lcd_flags, 1)                      \
   X(lcd_win_line, 1)                   \
-  X(lcd_fifo, GBX_LCD_FIFO_BYTES)
+  X(lcd_fifo, GBX_LCD_FIFO_BYTES)      \
+  X(dma_pending, 2)                    \
+  X(dma_overlap, 1)
 // clang-format on

@@ -1,0 +1,272 @@
+// One trajectory however a step is cut: every game in ../shared/games and game_loop, random
+// buttons per env and step, 2,400 frames, on 1, 2 and 3 threads with env counts that give
+// whole steps (more than 16 envs a thread) and steps in parts, in steps of 24 frames and of 1
+// frame (fed the same buttons frame by frame), and on the CUDA driver double: every env's
+// whole save state (CPU, memory, timers, PPU, both framebuffers, an OAM DMA in flight) and its
+// screen agree at every common step boundary. And the OAM DMA + HALT ROM against mGBA.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gbx/engine/cuda_driver.h"
+#include "gbx/runtime/asm.h"
+#include "gbx/runtime/backend.h"
+#include "gbx/runtime/cpu_backend.h"
+#include "gbx/runtime/rom.h"
+#include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/save_state.h"
+#include "gbx/runtime/verify.h"
+#include "skip.h"
+#include "test_util.h"
+
+using namespace gbx;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kFrames = 2400;
+constexpr int kStepFrames = 24;
+constexpr int kHold = 8;  // buttons of a 24-frame step are released after this many frames
+
+// The buttons of env `env` for the step that starts at frame `frame`: a pure function of both,
+// so every configuration (any env count) feeds env i the same sequence.
+int32_t buttons(int env, int frame) {
+  uint64_t x = (uint64_t)env * 0x9E3779B97F4A7C15ull + (uint64_t)(frame / kStepFrames) + 1;
+  x ^= x >> 31;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 29;
+  return (int32_t)(x & 0xFF);
+}
+
+struct Run {
+  std::string backend = "cpu";
+  int threads = 1;
+  int envs = 3;
+  int frames_per_step = kStepFrames;
+  std::string label() const {
+    return backend + " threads=" + std::to_string(threads) + " envs=" + std::to_string(envs) +
+           " frames/step=" + std::to_string(frames_per_step);
+  }
+};
+
+// Each env's save state and screen at every 24-frame boundary: [boundary][env].
+struct Trace {
+  std::vector<std::vector<std::vector<uint8_t>>> states, screens;
+  int parts = 0;  // the most parts a step was cut into
+};
+
+Trace run(const Rom& rom, const Run& r) {
+  BackendConfig cfg;
+  cfg.num_envs = r.envs;
+  cfg.threads = r.backend == "cpu" ? r.threads : 0;
+  cfg.frames_per_step = r.frames_per_step;
+  // A 24-frame step holds its buttons for 8 frames; 1-frame steps are fed them frame by frame.
+  cfg.release_after_frames = r.frames_per_step == kStepFrames ? kHold : -1;
+  cfg.stage = Stage::FullStep;
+  cfg.obs = ObsKind::Pixels;
+  auto made = make_backend(r.backend, rom, cfg);
+  REQUIRE_MESSAGE(made.ok(), (made ? "" : made.error().message));
+  Backend& b = *made.value();
+  Trace t;
+  std::vector<int32_t> actions((size_t)r.envs);
+  for (int frame = 0; frame < kFrames; frame += r.frames_per_step) {
+    const bool held = frame % kStepFrames < kHold;
+    for (int i = 0; i < r.envs; ++i) actions[(size_t)i] = held ? buttons(i, frame) : 0;
+    REQUIRE(b.step(actions).ok());
+    if (const auto* cpu = dynamic_cast<const CpuBackend*>(&b))
+      t.parts = std::max(t.parts, cpu->last_step_parts());
+    if ((frame + r.frames_per_step) % kStepFrames) continue;
+    REQUIRE(b.sync().ok());
+    t.states.emplace_back();
+    t.screens.emplace_back();
+    for (int i = 0; i < r.envs; ++i) {
+      auto st = b.save_state(i);
+      auto sc = b.read_screen(i);
+      REQUIRE_MESSAGE(st.ok(), (st ? "" : st.error().message));
+      REQUIRE_MESSAGE(sc.ok(), (sc ? "" : sc.error().message));
+      t.states.back().push_back(std::move(st.value()));
+      t.screens.back().push_back(std::move(sc.value()));
+    }
+  }
+  return t;
+}
+
+// The envs both traces hold agree at every boundary; the first difference is reported.
+// The names of the save-state records (state fields, "mem") that differ, or "screen".
+std::string differing_records(const Rom& rom, const std::vector<uint8_t>& a,
+                              const std::vector<uint8_t>& b) {
+  auto ra = read_save_state(a, rom, MemoryModel::Dmg, SaveStateKind::Kernel);
+  auto rb = read_save_state(b, rom, MemoryModel::Dmg, SaveStateKind::Kernel);
+  if (!ra.ok() || !rb.ok()) return "a state that does not parse";
+  std::string out;
+  for (size_t k = 0; k < ra->records.size() && k < rb->records.size(); ++k)
+    if (ra->records[k].bytes != rb->records[k].bytes) out += ra->records[k].name + " ";
+  return out.empty() ? "screen" : out;
+}
+
+void check_same(const Rom& rom, const Trace& want, const Trace& got, const std::string& what) {
+  INFO(what);
+  REQUIRE(want.states.size() == got.states.size());
+  for (size_t s = 0; s < want.states.size(); ++s) {
+    const size_t envs = std::min(want.states[s].size(), got.states[s].size());
+    for (size_t i = 0; i < envs; ++i) {
+      if (want.states[s][i] == got.states[s][i] && want.screens[s][i] == got.screens[s][i])
+        continue;
+      FAIL_CHECK("env ", i, " differs at frame ", (s + 1) * kStepFrames, ": ",
+                 differing_records(rom, want.states[s][i], got.states[s][i]));
+      return;
+    }
+  }
+}
+
+std::vector<fs::path> game_roms() {
+  std::vector<fs::path> roms;
+  const char* env = std::getenv("GBX_TEST_GAMES_DIR");
+  const fs::path dir =
+      env && *env ? fs::path(env)
+                  : fs::path(GBX_TEST_SOURCE_DIR).parent_path().parent_path() / "shared" / "games";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().extension() == ".gb") roms.push_back(e.path());
+  std::sort(roms.begin(), roms.end());
+  const fs::path game_loop = fs::path(GBX_TEST_ROM_DIR) / "game_loop.gb";
+  if (fs::exists(game_loop)) roms.push_back(game_loop);
+  return roms;
+}
+
+Rom load(const fs::path& path) {
+  auto rom = load_rom(path.string());
+  REQUIRE_MESSAGE(rom.ok(), (rom ? "" : rom.error().message));
+  return std::move(rom.value());
+}
+
+}  // namespace
+
+TEST_CASE("cpu: whole steps, parts and single frames on 1, 2 and 3 threads are one trajectory") {
+  const auto roms = game_roms();
+  if (roms.empty()) GBX_SKIP("no games in ../shared/games and no game_loop.gb");
+  for (const fs::path& path : roms) {
+    CAPTURE(path.filename().string());
+    const Rom rom = load(path);
+    // The reference: one thread, whole steps.
+    const Trace want = run(rom, {"cpu", 1, 51, kStepFrames});
+    CHECK(want.parts == 1);
+    for (const Run& r : std::vector<Run>{{"cpu", 2, 3, kStepFrames},
+                                         {"cpu", 3, 3, kStepFrames},
+                                         {"cpu", 2, 34, kStepFrames},
+                                         {"cpu", 3, 51, kStepFrames},
+                                         {"cpu", 1, 3, 1},
+                                         {"cpu", 3, 3, 1}}) {
+      const Trace got = run(rom, r);
+      // 3+ frames a step and at most 16 envs a thread: parts; else whole steps.
+      CHECK(got.parts ==
+            (r.frames_per_step >= 3 && r.envs <= 16 * r.threads && r.threads > 1 ? 3 : 1));
+      check_same(rom, want, got, path.filename().string() + ": " + r.label());
+    }
+  }
+}
+
+TEST_CASE("cuda: the same trajectory on the device as on the cpu") {
+  auto drv = CudaDriver::get();
+  if (!drv.ok()) {
+    if (std::getenv("GBX_TEST_CUDA_DOUBLE_DIR"))
+      FAIL("the CUDA double did not load: ", drv.error().message);
+    GBX_SKIP(drv.error().message);
+  }
+  const auto roms = game_roms();
+  if (roms.empty()) GBX_SKIP("no games in ../shared/games and no game_loop.gb");
+  for (const fs::path& path : roms) {
+    CAPTURE(path.filename().string());
+    const Rom rom = load(path);
+    const Trace want = run(rom, {"cpu", 1, 2, kStepFrames});
+    check_same(rom, want, run(rom, {"cuda", 0, 2, kStepFrames}),
+               path.filename().string() + ": cuda");
+    check_same(rom, want, run(rom, {"cuda", 0, 2, 1}),
+               path.filename().string() + ": cuda, 1 frame");
+  }
+}
+
+namespace {
+
+// Writes FF46 in VBlank and executes HALT right after, from HRAM, with only the joypad
+// interrupt enabled (IME 0 throughout): the CPU sleeps through the DMA's start and wakes at the
+// next button press, moving the 40 objects of its shadow OAM each time. The PPU draws them from OAM
+// meanwhile, so the bytes must land when the DMA starts, not when the CPU next touches the bus.
+std::vector<uint8_t> dma_halt_rom() {
+  Asm a;
+  a.op("LD SP,d16", 0xFFFE);
+  a.op("LD HL,d16", "hram_code").op("LD DE,d16", 0xFF80).op("LD B,d8", 6);
+  a.label("copy").op("LD A,(HL+)").op("LD (DE),A").op("INC DE").op("DEC B").op("JR NZ,r8", "copy");
+  // 40 objects along a diagonal, 3 pixels apart, tile 0, palette OBP0.
+  a.op("LD HL,d16", 0xC000).op("LD B,d8", 40).op("LD C,d8", 16);
+  a.label("objs").op("LD A,C").op("LD (HL+),A").op("LD (HL+),A").op("XOR A").op("LD (HL+),A");
+  a.op("LD (HL+),A").op("LD A,C").op("ADD A,d8", 3).op("LD C,A").op("DEC B").op("JR NZ,r8", "objs");
+  // To VBlank's start (IME is 0 throughout: HALT ends without a dispatch), LCD off, tile 0
+  // solid, the background white (BGP 00) and the objects black (OBP0 FF), LCD back on.
+  a.op("LD A,d8", 0x01).op("LDH (a8),A", io::kIE).op("XOR A").op("LDH (a8),A", io::kIF);
+  a.op("HALT").op("NOP").op("XOR A").op("LDH (a8),A", io::kLCDC);
+  a.op("LD HL,d16", 0x8000).op("LD B,d8", 16).op("LD A,d8", 0xFF);
+  a.label("tile").op("LD (HL+),A").op("DEC B").op("JR NZ,r8", "tile");
+  a.op("XOR A").op("LDH (a8),A", 0x47).op("LD A,d8", 0xFF).op("LDH (a8),A", 0x48);
+  a.op("LD A,d8", 0x93).op("LDH (a8),A", io::kLCDC);  // LCD, background and objects on
+  a.op("XOR A").op("LDH (a8),A", 0x00);               // both button rows selected
+  a.label("main");
+  // Every object one pixel right and down.
+  a.op("LD HL,d16", 0xC000).op("LD B,d8", 80);
+  a.label("move").op("INC (HL)").op("INC HL").op("DEC B").op("JR NZ,r8", "move");
+  // Sleep to VBlank's start (IME is 0: HALT ends without a dispatch), so that the frame
+  // drawn next is all old or all new objects; then the joypad alone wakes the CPU.
+  a.op("LD A,d8", 0x01).op("LDH (a8),A", io::kIE).op("XOR A").op("LDH (a8),A", io::kIF);
+  a.op("HALT").op("NOP");
+  a.op("LD A,d8", 0x10).op("LDH (a8),A", io::kIE).op("XOR A").op("LDH (a8),A", io::kIF);
+  a.op("CALL a16", 0xFF80).op("JR r8", "main");
+  // At FF80: LD A,C0; LDH (46),A; HALT; RET.
+  a.label("hram_code").db({0x3E, 0xC0, 0xE0, 0x46, 0x76, 0xC9});
+  RomSpec spec;
+  spec.title = "DMAHALT";
+  REQUIRE(a.place(spec).ok());
+  return build_rom(spec);
+}
+
+}  // namespace
+
+TEST_CASE("OAM DMA then HALT: whole steps, parts and mGBA draw the same objects") {
+  test::TempDir d;
+  const fs::path rom_path = d.path / "dma_halt.gb";
+  {
+    const std::vector<uint8_t> bytes = dma_halt_rom();
+    std::ofstream(rom_path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), (std::streamsize)bytes.size());
+  }
+  const Rom rom = load(rom_path);
+  // Whole steps (1 thread) and parts (2 threads), 16 envs, 24 frames a step.
+  Trace whole, parts;
+  {
+    const Run w{"cpu", 1, 16, kStepFrames}, p{"cpu", 2, 16, kStepFrames};
+    whole = run(rom, w);
+    parts = run(rom, p);
+    CHECK(parts.parts == 3);
+    check_same(rom, whole, parts, "dma_halt: whole vs parts");
+  }
+  // mGBA's screens after every step, buttons as verify gives them.
+  VerifyOptions o;
+  o.ref = "mgba";
+  o.dut = "cpu";
+  o.rom = rom_path.string();
+  o.steps = 100;
+  o.frames_per_step = kStepFrames;
+  o.screen = true;
+  o.actions = ActionSchedule(ActionGen::SeededRandom);
+  o.seed = 7;
+  o.stage = Stage::EmulateOnly;
+  o.out_dir = d.path / "verify";
+  auto rep = run_verify(o);
+  REQUIRE_MESSAGE(rep.ok(), (rep ? "" : rep.error().message));
+  CHECK_MESSAGE(rep->match, rep->verdict());
+}

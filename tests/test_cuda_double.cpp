@@ -23,63 +23,15 @@
 #include "gbx/runtime/cuda_backend.h"
 #include "gbx/runtime/rom_builder.h"
 #include "gbx_abi.h"
+#include "test_cuda_double/common.h"
 #include "test_util.h"
 
 using namespace gbx;
+using namespace cuda_double_test;
 
 namespace {
 
 const char* kDoubleName = "GBX CUDA double (H100 attributes)";
-
-std::string double_dir() {
-  const char* d = std::getenv("GBX_TEST_CUDA_DOUBLE_DIR");
-  return d ? d : "";
-}
-
-CudaContext& context() {
-  static CudaContext* ctx = [] {
-    auto c = CudaContext::open(0);
-    REQUIRE_MESSAGE(c.ok(), "the CUDA double did not load: ", (c.ok() ? "" : c.error().message),
-                    " (GBX_TEST_CUDA_DOUBLE_DIR=", double_dir(), ")");
-    return c->release();
-  }();
-  return *ctx;
-}
-
-struct Child {
-  bool signaled = false;
-  int signal = 0;
-  int exit_code = -1;
-  std::string err;  // the child's stderr
-};
-
-// Runs `body` in a forked child (its stderr captured), for what must crash or abort.
-Child in_child(const std::function<void()>& body) {
-  test::TempDir dir;
-  const std::string err_path = (dir.path / "stderr").string();
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    if (!std::freopen(err_path.c_str(), "w", stderr)) _exit(90);
-    std::signal(SIGABRT, SIG_DFL);
-    std::signal(SIGSEGV, SIG_DFL);
-    body();
-    std::fflush(nullptr);
-    _exit(0);
-  }
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  Child c;
-  c.signaled = WIFSIGNALED(status);
-  c.signal = c.signaled ? WTERMSIG(status) : 0;
-  c.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err_path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  c.err = ss.str();
-  return c;
-}
 
 // The backend whose kernel (cached by then) the raw-driver cases below launch.
 CudaBackend& backend() {
@@ -129,10 +81,6 @@ std::string with_env(const std::string& cmd, const std::string& fail,
 // A machine with a real driver installed cannot show the "no driver library" behaviour.
 bool system_has_libcuda() {
   return test::run_command("ldconfig -p | grep -q 'libcuda\\.so\\.1 '").exit_code == 0;
-}
-
-bool has(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // cuda backend host code end to end (tests/CMakeLists.txt puts it on LD_LIBRARY_PATH of the
 // cuda suites only). Its parts: this file (the device, errors, contexts, the procedure table
 // and the exported symbols), memory.cpp, modules.cpp (images, the host compile), launch.cpp,
-// clocks.cpp (streams, events and the vector-clock race checker); shared state: cuda_double.h.
+// warps.cpp and fibers.cpp (warp mode), clocks.cpp (streams, events and the vector-clock race
+// checker); shared state: cuda_double.h.
 //
 // - Device: one, with H100 attributes (sm_90, 132 SMs), named "GBX CUDA double (H100
 //   attributes)". An attribute GBX asks for that is not modelled here aborts.
@@ -19,6 +20,16 @@
 // - Launches run at the call, thread by thread over the grid. Each parameter is copied (its
 //   size comes from the compiled launcher) and every 8-byte word of it that falls in the fake
 //   device range is translated: no knowledge of a parameter struct's fields.
+// - Warp mode (warps.cpp, fibers.cpp): a kernel whose source names a warp intrinsic
+//   (__ballot_sync, __shfl_*_sync, __match_*_sync, __syncwarp, __activemask, __reduce_*_sync,
+//   __syncthreads, ...), or every kernel with GBX_CUDA_DOUBLE_WARPS=all, runs block by block
+//   with each thread a fiber on a stack of its own, in warps of 32 as on a GPU (a partial
+//   last warp included). An intrinsic is a rendezvous of the lanes its mask names: results
+//   are computed once they have all arrived (exited lanes take no part), and what the PTX
+//   ISA leaves undefined (lanes that meet at one call with different masks, lanes waiting
+//   for each other in calls that never meet, a caller outside its own mask, a shuffle
+//   reading an exited or absent lane, a warp intrinsic waiting on a lane held at
+//   __syncthreads) aborts naming the lanes and call sites.
 // - Page-locked host memory (cuMemHostAlloc): an async device-to-host copy into it lands only
 //   when the host synchronises past the copy (stream, event or context sync); until then the
 //   destination holds a poison pattern (0xCD), so a host read that skipped the sync sees

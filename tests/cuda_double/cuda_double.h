@@ -3,6 +3,7 @@
 // the device memory, modules, streams, events and their vector clocks, and the functions the
 // parts use from each other. Everything here stays inside the library (hidden visibility).
 #include <sys/mman.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -124,8 +125,14 @@ struct Allocation {
 // returns their count; else it runs the grid over args (one pointer per parameter).
 using LaunchFn = unsigned (*)(void* const* args, const unsigned* dims, unsigned* sizes);
 
+// The same kernel one thread at a time, for warp mode: `coords` are the grid and block
+// dimensions, the block index and the thread index (x, y, z each: 12 values).
+using LaneFn = void (*)(void* const* args, const unsigned* coords);
+
 struct Kernel {
   LaunchFn launch = nullptr;
+  LaneFn lane = nullptr;
+  bool warps = false;  // its source names a warp intrinsic: launches run in warp mode
   std::vector<unsigned> param_sizes;
 };
 
@@ -139,6 +146,64 @@ struct Function {
   std::string name;
   const Kernel* kernel = nullptr;
 };
+
+// ---- warp mode (warps.cpp, fibers.cpp) -----------------------------------------------------
+
+// The host definitions of the warp intrinsics (and __shared__, warpSize, the bit built-ins),
+// compiled after the keyword shim.
+const std::string& warp_shim();
+// gbx_double_lane_NAME: one thread of kernel NAME (LaneFn), after launcher()'s typedefs.
+std::string lane_launcher(const std::string& kernel, size_t params);
+// Whether a CUDA source names a warp intrinsic (or __syncthreads): its launches run in warp mode.
+bool names_warp_intrinsic(const std::string& source);
+// After a host object is loaded: k.lane from it, and the module's intrinsics pointed at the
+// double. "" or what went wrong.
+std::string attach_lanes(const std::string& jit_key, const std::string& object,
+                         const std::string& kernel, Kernel& k);
+// Warp mode for this launch: the kernel names an intrinsic, or GBX_CUDA_DOUBLE_WARPS=all.
+bool warp_mode(const Kernel& k);
+// Runs the grid block by block, each block's threads as fibers grouped in warps of 32.
+void run_warps(const Kernel& k, void* const* args, const unsigned dims[6], const std::string& what);
+
+constexpr size_t kLaneStackBytes = size_t(256) << 10;
+constexpr size_t kLaneGuardBytes = size_t(64) << 10;
+
+struct FiberStack {
+  void* map = nullptr;
+  size_t map_bytes = 0;
+  uint8_t* bottom = nullptr;  // lowest usable byte; the guard lies below it
+  FiberStack() = default;
+  FiberStack(const FiberStack&) = delete;
+  FiberStack& operator=(const FiberStack&) = delete;
+  ~FiberStack();
+};
+
+#if defined(__x86_64__) && !defined(GBX_CUDA_DOUBLE_UCONTEXT)
+#define GBX_DOUBLE_ASM_SWITCH 1
+#else
+#define GBX_DOUBLE_ASM_SWITCH 0
+#endif
+
+struct FiberContext {
+#if GBX_DOUBLE_ASM_SWITCH
+  void* sp = nullptr;
+#else
+  ucontext_t uc;
+#endif
+  const void* stack_bottom = nullptr;  // for AddressSanitizer's fiber annotations
+  size_t stack_size = 0;
+};
+
+// The i-th lane stack of this process (made on first use, kept for later launches).
+FiberStack* lane_stack(size_t i);
+// How deep a stack has ever been used (its deepest resident page), in bytes.
+size_t stack_depth(const FiberStack& s);
+// A context that starts `entry` on stack `s` at its first switch; entry never returns.
+void make_context(FiberContext& c, FiberStack& s, void (*entry)());
+// Suspends `from`, resumes `to`. from_ends: `from` is never resumed.
+void switch_context(FiberContext& from, FiberContext& to, bool from_ends);
+// First call of a fiber's entry: `scheduler` is the context that started it.
+void fiber_started(FiberContext& scheduler);
 
 // CUDA's limit on a kernel's parameters (before 12.1's 32 KiB on Volta and later).
 constexpr size_t kMaxParamsBytes = 4096;

@@ -1,5 +1,7 @@
-// GBX CUDA double: functions and launches. A launch runs at the call, thread by thread over
-// the grid, its parameters copied and every device address in them translated.
+// GBX CUDA double: functions and launches. A launch runs at the call, its parameters copied and
+// every device address in them translated; thread by thread over the grid, or in warp mode
+// (warps.cpp: each block's threads as fibers grouped in warps) when the kernel's source names a
+// warp intrinsic or GBX_CUDA_DOUBLE_WARPS=all.
 #include <cstring>
 
 #include "cuda_double.h"
@@ -90,7 +92,10 @@ CUresult d_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, u
     st().pending_fault = true;  // reported by the next synchronisation, as on a GPU
   } else {
     const unsigned dims[6] = {gx, gy, gz, bx, by, bz};
-    fn->kernel->launch(args, dims, nullptr);
+    if (warp_mode(*fn->kernel))
+      run_warps(*fn->kernel, args, dims, what);  // warps.cpp
+    else
+      fn->kernel->launch(args, dims, nullptr);
   }
   end_op(op);
   return CUDA_SUCCESS;

@@ -146,8 +146,9 @@ CUresult compile_for_host(const gbx::CacheEntry& entry, const std::string& sha, 
     note("cache entry %s's source.cu declares no __global__ function", entry.key.c_str());
     return CUDA_ERROR_INVALID_IMAGE;
   }
-  std::string source = std::string(kCudaOnCpuShim) + *src;
-  for (const KernelDecl& d : decls) source += launcher(d);
+  std::string source = std::string(kCudaOnCpuShim) + warp_shim() + *src;
+  for (const KernelDecl& d : decls)
+    source += launcher(d) + lane_launcher(d.name, d.param_types.size());
 
   gbx::CpuCompileOptions opts;
   std::string key_text = "gbx-cuda-double/2\n" + gbx::cpu_compiler_identity() + "\n";
@@ -181,6 +182,11 @@ CUresult compile_for_host(const gbx::CacheEntry& entry, const std::string& sha, 
     }
     Kernel k;
     k.launch = reinterpret_cast<LaunchFn>(*fn);
+    k.warps = names_warp_intrinsic(*src);
+    if (std::string e = attach_lanes("gbx-cuda-double-" + key, object, d.name, k); !e.empty()) {
+      note("loading the host object of cache entry %s failed: %s", entry.key.c_str(), e.c_str());
+      return CUDA_ERROR_INVALID_IMAGE;
+    }
     unsigned sizes[kMaxParams] = {};
     if (d.param_types.size() > kMaxParams) die("kernel %s: too many parameters", d.name.c_str());
     const unsigned count = k.launch(nullptr, nullptr, sizes);

@@ -6,7 +6,9 @@
 #   - `gbx-run cuda-info`: exit 0 prints the device and returns; exit 3 (no CUDA device: no
 #     driver library or no device) prints "skipped: ..." and exits 0; any other exit is a
 #     driver that is present but broken (cuInit failure, missing entry point, ...): prints
-#     its error and exits 1, so a broken GPU machine fails instead of passing as skipped.
+#     its error and exits 1, so a broken GPU machine fails instead of passing as skipped;
+#   - gbx_gpu_cache_check: a kernel cache carried in $GBX_CACHE_DIR (docs/gpu.md) that will not
+#     load (no cache-key, another user's, writable by others) is said before the run starts.
 
 gbx_have_libcuda() {
   ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 ' && return 0
@@ -40,4 +42,21 @@ gbx_gpu_detect() {
     exit 1
   fi
   echo "$info"
+  gbx_gpu_cache_check
+}
+
+# Kernels compiled ahead elsewhere load only from this user's private cache directory, signed
+# with its cache-key (docs/internals/synthesis.md); otherwise they recompile here (minutes of
+# CPU on a full_step kernel). gbx-run warns too, but only once a backend is made.
+gbx_gpu_cache_check() {
+  local dir=${GBX_CACHE_DIR:-}
+  [ -n "$dir" ] && [ -d "$dir/kernels" ] || return 0
+  if [ ! -f "$dir/cache-key" ]; then
+    echo "warning: $dir holds kernels but no cache-key: they will be rejected and recompiled" \
+      "(carry the cache with its cache-key, docs/gpu.md)" >&2
+  fi
+  if [ "$(stat -L -c %u "$dir")" != "$(id -u)" ] || [ -n "$(find -L "$dir" -maxdepth 0 -perm /022)" ]; then
+    echo "warning: $dir is not a private directory of this user: the kernel cache will refuse it" \
+      "(docs/gpu.md)" >&2
+  fi
 }

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "commands.h"
+#include "gbx/engine/cache.h"
 #include "gbx/runtime/action_policy.h"
 #include "gbx/runtime/backend.h"
 #include "gbx/runtime/battery_file.h"
@@ -190,7 +191,15 @@ void print_specialize(const Backend& be, const std::string& option, long long fi
     std::printf("%s; the run stayed on the interpreter\n", status.c_str());
 }
 
+// Kernel cache warnings (a refused cache directory, a rejected or corrupt entry) come from
+// builds inside the backend, so they are taken from the engine's queue (gbx/engine/cache.h):
+// once the backend exists, and at the end for a background compile's (tier-up).
+struct PrintCacheWarningsAtExit {
+  ~PrintCacheWarningsAtExit() { tool::print_warnings(take_cache_warnings()); }
+};
+
 int cmd_run(const RunOptions& o) {
+  const PrintCacheWarningsAtExit cache_warnings_at_exit;
   auto stage = parse_stage(o.stage);
   if (!stage) return tool::fail(make_error(ErrorKind::Usage, "unknown stage '" + o.stage + "'"));
   if (o.envs < 1 || o.envs > 0x7fffffff)
@@ -275,6 +284,7 @@ int cmd_run(const RunOptions& o) {
   const double plan_cpu_ms = (double)(plan_c1.tv_sec - plan_c0.tv_sec) * 1e3 +
                              (double)(plan_c1.tv_nsec - plan_c0.tv_nsec) * 1e-6;
   auto backend = make_backend(o.backend, rom.value(), cfg);
+  tool::print_warnings(take_cache_warnings());
   if (!backend) return tool::fail(backend.error());
   Backend& be = *backend.value();
   if (o.env < 0 || o.env >= be.num_envs())

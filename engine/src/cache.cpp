@@ -20,9 +20,12 @@
 #include <random>
 #include <system_error>
 
+#include "cache_trust.h"
+
 namespace gbx {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+namespace trust = cache_trust;
 
 namespace {
 
@@ -75,24 +78,17 @@ void put_field(Sha256& h, std::string_view bytes) {
   h.update(bytes);
 }
 
-std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
+using trust::errno_text;
 
 void warn(std::vector<std::string>* warnings, std::string text) {
-  if (warnings) warnings->push_back(std::move(text));
+  cache_warning(warnings, std::move(text));
 }
 
-// Keys become path components, so only lowercase hex is accepted: nothing can escape the
-// cache root through a key.
-bool valid_key(const std::string& key) {
-  return key.size() >= 2 && std::all_of(key.begin(), key.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
-}
-
-// File names in an entry are single path components other than meta.json itself.
+// File names in an entry are single path components other than meta.json and meta.sig.
 bool valid_file_name(const std::string& name) {
   return !name.empty() && name != "." && name != ".." && name != kMetaName &&
-         name.find('/') == std::string::npos && name.find('\0') == std::string::npos;
+         name != trust::kSigName && name.find('/') == std::string::npos &&
+         name.find('\0') == std::string::npos;
 }
 
 std::string short_key(const std::string& key) { return key.substr(0, 12); }
@@ -124,22 +120,10 @@ Status read_chunks(int fd, Sink&& sink) {
   }
 }
 
-Result<std::string> read_whole_file(const fs::path& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return make_error(ErrorKind::Cache, errno_text(errno));
-  std::string out;
-  struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) out.reserve(static_cast<size_t>(st.st_size));
-  Status rd = read_chunks(fd, [&](const char* p, size_t n) { out.append(p, n); });
-  ::close(fd);
-  if (!rd) return rd.take_error();
-  return out;
-}
-
 // Writes a new file; "" on success, else the reason. O_EXCL because the temp dir is ours
 // alone: an existing file there means something else is writing into it.
 std::string write_new_file(const fs::path& path, std::string_view bytes) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return errno_text(errno);
   size_t done = 0;
   while (done < bytes.size()) {
@@ -163,13 +147,9 @@ struct FileDigest {
 };
 
 Result<FileDigest> digest_file(const fs::path& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return make_error(ErrorKind::Cache, errno_text(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return make_error(ErrorKind::Cache, "not a regular file");
-  }
+  std::string why;
+  int fd = trust::open_checked(path, &why);
+  if (fd < 0) return make_error(ErrorKind::Cache, why);
   Sha256 h;
   FileDigest d;
   Status rd = read_chunks(fd, [&](const char* p, size_t n) {
@@ -182,11 +162,21 @@ Result<FileDigest> digest_file(const fs::path& path) {
   return d;
 }
 
-// The meta.json of a valid entry for `key`, or the one-line reason the entry is not valid.
-Result<json> validate_entry(const fs::path& dir, const std::string& key) {
+// The meta.json of a valid entry for `key`, or the one-line reason the entry is not valid
+// (*rejected: the reason is its signature or its owner, not damage).
+Result<json> validate_entry(const fs::path& dir, const std::string& key, const std::string& secret,
+                            bool* rejected) {
   auto bad = [](std::string why) { return make_error(ErrorKind::Cache, std::move(why)); };
-  auto text = read_whole_file(dir / kMetaName);
-  if (!text) return bad(std::string(kMetaName) + ": " + text.error().message);
+  *rejected = false;
+  if (std::string why = trust::dir_problem(dir); !why.empty()) {
+    *rejected = true;
+    return bad("entry directory is " + why);
+  }
+  auto text = trust::read_checked(dir / kMetaName);
+  if (!text) {
+    *rejected = trust::untrusted(text.error().message);
+    return bad(std::string(kMetaName) + ": " + text.error().message);
+  }
   json meta = json::parse(text.value(), nullptr, /*allow_exceptions=*/false);
   if (meta.is_discarded()) return bad(std::string(kMetaName) + ": not valid JSON");
   if (!meta.is_object()) return bad(std::string(kMetaName) + ": not an object");
@@ -196,6 +186,10 @@ Result<json> validate_entry(const fs::path& dir, const std::string& key) {
   auto files = meta.find("files");
   if (files == meta.end() || !files->is_object())
     return bad(std::string(kMetaName) + ": no \"files\" object");
+  if (std::string why = trust::signature_problem(dir, key, text.value(), secret); !why.empty()) {
+    *rejected = true;
+    return bad(why);
+  }
   for (auto it = files->begin(); it != files->end(); ++it) {
     const std::string& name = it.key();
     if (!valid_file_name(name))
@@ -205,7 +199,10 @@ Result<json> validate_entry(const fs::path& dir, const std::string& key) {
         !rec.contains("sha256") || !rec["sha256"].is_string())
       return bad(std::string(kMetaName) + ": bad record for '" + name + "'");
     auto d = digest_file(dir / name);
-    if (!d) return bad(name + ": " + d.error().message);
+    if (!d) {
+      *rejected = trust::untrusted(d.error().message);
+      return bad(name + ": " + d.error().message);
+    }
     uint64_t want = rec["size"].get<uint64_t>();
     if (d->size != want)
       return bad(name + ": size " + std::to_string(d->size) + ", expected " + std::to_string(want));
@@ -223,9 +220,9 @@ Result<fs::path> make_private_dir(const fs::path& parent, const std::string& ste
     std::snprintf(suffix, sizeof suffix, ".%ld.%llu.%08x", static_cast<long>(::getpid()),
                   static_cast<unsigned long long>(counter.fetch_add(1)), rd());
     fs::path p = parent / (stem + suffix);
-    std::error_code ec;
-    if (fs::create_directory(p, ec)) return p;
-    if (ec) return make_error(ErrorKind::Cache, "mkdir " + p.string() + ": " + ec.message());
+    if (::mkdir(p.c_str(), 0700) == 0) return p;
+    if (errno != EEXIST)
+      return make_error(ErrorKind::Cache, "mkdir " + p.string() + ": " + errno_text(errno));
   }
   return make_error(ErrorKind::Cache, "mkdir in " + parent.string() + ": no unique name");
 }
@@ -234,10 +231,10 @@ Result<fs::path> make_private_dir(const fs::path& parent, const std::string& ste
 // atomic for readers: they see the whole entry or none of it, never a half-deleted one.
 // A concurrent writer may have just replaced a corrupt entry with a good one that we then
 // move away; the cost is one extra recompile, never a wrong result.
-void discard_dir(const fs::path& dir, const fs::path& tmp_root, const std::string& key) {
+void discard_dir(const fs::path& dir, const fs::path& root, const std::string& key) {
   std::error_code ec;
-  fs::create_directories(tmp_root, ec);
-  if (!ec) {
+  const fs::path tmp_root = root / "kernels" / "v1" / "tmp";
+  if (trust::make_private_dirs(root, tmp_root).empty()) {
     auto trash = make_private_dir(tmp_root, "trash-" + short_key(key));
     if (trash) {
       fs::path target = trash.value() / "entry";
@@ -298,10 +295,18 @@ Result<std::string> CacheEntry::read(const std::string& name) const {
   if (!valid_file_name(name) && name != kMetaName)
     return make_error(ErrorKind::Cache,
                       "cache entry " + short_key(key) + ": invalid file name '" + name + "'");
-  auto r = read_whole_file(dir / name);
+  auto r = trust::read_checked(dir / name);
   if (!r)
     return make_error(ErrorKind::Cache, "cache entry " + short_key(key) + ": cannot read " + name +
                                             ": " + r.error().message);
+  // The bytes handed out are the ones meta.json lists (and its signature covers), even if the
+  // file changed after lookup() checked it.
+  if (auto f = meta.find("files"); f != meta.end() && f->is_object() && f->contains(name)) {
+    const json& rec = (*f)[name];
+    if (!rec.is_object() || !rec.contains("sha256") || rec["sha256"] != sha256_hex(r.value()))
+      return make_error(ErrorKind::Cache, "cache entry " + short_key(key) + ": " + name +
+                                              " changed since the entry was checked");
+  }
   return r;
 }
 
@@ -337,16 +342,41 @@ fs::path KernelCache::entry_dir(const std::string& key) const {
 
 std::optional<CacheEntry> KernelCache::lookup(const std::string& key,
                                               std::vector<std::string>* warnings) {
-  if (!valid_key(key)) return std::nullopt;
+  if (!trust::valid_key(key)) return std::nullopt;
+  const trust::RootCheck rc = trust::check_root(root_, false);
+  if (rc.state == trust::RootState::Refused) refused(warnings, rc.why);
+  if (rc.state != trust::RootState::Ok) return std::nullopt;
   fs::path dir = entry_dir(key);
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return std::nullopt;
-  auto meta = validate_entry(dir, key);
+  if (!fs::exists(fs::symlink_status(dir, ec))) return std::nullopt;
+  std::string why;
+  const std::optional<std::string> secret = trust::load_key(root_, &why);
+  if (!why.empty()) {
+    refused(warnings, why);
+    return std::nullopt;
+  }
+  bool rejected = false;
+  Result<json> meta = make_error(ErrorKind::Cache, "");
+  for (const fs::path& d : {root_ / "kernels", root_ / "kernels" / "v1", dir.parent_path()})
+    if (std::string p = trust::dir_problem(d); !p.empty()) {
+      rejected = true;
+      meta = make_error(ErrorKind::Cache, d.string() + " is " + p);
+      break;
+    }
+  if (!rejected) {
+    if (secret) {
+      meta = validate_entry(dir, key, *secret, &rejected);
+    } else {
+      rejected = true;
+      meta = make_error(ErrorKind::Cache, "no " + std::string(trust::kKeyName) +
+                                              " in the cache root to check its signature");
+    }
+  }
   if (!meta) {
-    warn(warnings,
-         "cache: entry " + short_key(key) + " corrupt (" + meta.error().message + "); recompiling");
+    warn(warnings, "cache: entry " + short_key(key) + (rejected ? " rejected (" : " corrupt (") +
+                       meta.error().message + "); recompiling");
     // Best effort: a read-only cache keeps the bad entry, and every lookup stays a miss.
-    discard_dir(dir, root_ / "kernels" / "v1" / "tmp", key);
+    discard_dir(dir, root_, key);
     return std::nullopt;
   }
   CacheEntry e;
@@ -390,7 +420,7 @@ CacheEntry KernelCache::publish(const std::string& key,
     meta["files"] = std::move(listing);
     mem.meta = meta;
 
-    if (!valid_key(key)) {
+    if (!trust::valid_key(key)) {
       warn(warnings, "cache: invalid key '" + key + "'; compiling in memory");
       return in_memory();
     }
@@ -401,10 +431,24 @@ CacheEntry KernelCache::publish(const std::string& key,
       }
     }
 
+    const trust::RootCheck rc = trust::check_root(root_, true);
+    if (rc.state == trust::RootState::Refused) {
+      refused(warnings, rc.why);
+      return in_memory();
+    }
+    if (rc.state != trust::RootState::Ok) return not_writable(rc.why);
+    std::string why;
+    std::optional<std::string> secret = trust::load_key(root_, &why);
+    if (!why.empty()) {
+      refused(warnings, why);
+      return in_memory();
+    }
+    if (!secret && !(secret = trust::load_or_create_key(root_, &why))) return not_writable(why);
+
     const fs::path tmp_root = root_ / "kernels" / "v1" / "tmp";
     std::error_code ec;
-    fs::create_directories(tmp_root, ec);
-    if (ec) return not_writable("mkdir " + tmp_root.string() + ": " + ec.message());
+    if (std::string err = trust::make_private_dirs(root_, tmp_root); !err.empty())
+      return not_writable(err);
     auto made = make_private_dir(tmp_root, short_key(key));
     if (!made) return not_writable(made.error().message);
     tmp_dir = made.value();
@@ -415,8 +459,15 @@ CacheEntry KernelCache::publish(const std::string& key,
         return not_writable("write " + name + ": " + err);
       }
     }
+    const std::string meta_text = dump_json(meta);
+    if (std::string err = write_new_file(tmp_dir / trust::kSigName,
+                                         trust::entry_mac(*secret, key, meta_text) + "\n");
+        !err.empty()) {
+      drop_tmp();
+      return not_writable(std::string("write ") + trust::kSigName + ": " + err);
+    }
     // Last, so that a directory holding a meta.json is a finished entry.
-    if (std::string err = write_new_file(tmp_dir / kMetaName, dump_json(meta)); !err.empty()) {
+    if (std::string err = write_new_file(tmp_dir / kMetaName, meta_text); !err.empty()) {
       drop_tmp();
       return not_writable(std::string("write ") + kMetaName + ": " + err);
     }
@@ -425,10 +476,9 @@ CacheEntry KernelCache::publish(const std::string& key,
     // Several rounds: a concurrent clear() can remove the parent, and a concurrent writer
     // can fill the slot after we moved a corrupt entry out of it.
     for (int round = 0; round < 4; ++round) {
-      fs::create_directories(target.parent_path(), ec);
-      if (ec) {
+      if (std::string err = trust::make_private_dirs(root_, target.parent_path()); !err.empty()) {
         drop_tmp();
-        return not_writable("mkdir " + target.parent_path().string() + ": " + ec.message());
+        return not_writable(err);
       }
       if (::rename(tmp_dir.c_str(), target.c_str()) == 0) {
         CacheEntry e;
@@ -445,7 +495,8 @@ CacheEntry KernelCache::publish(const std::string& key,
       }
       // Another writer got there first. Its entry holds the same key, so it is as good as
       // ours if it validates.
-      auto existing = validate_entry(target, key);
+      bool rejected = false;
+      auto existing = validate_entry(target, key, *secret, &rejected);
       if (existing) {
         drop_tmp();
         CacheEntry e;
@@ -454,8 +505,8 @@ CacheEntry KernelCache::publish(const std::string& key,
         e.meta = std::move(existing.value());
         return e;
       }
-      warn(warnings, "cache: entry " + short_key(key) + " corrupt (" + existing.error().message +
-                         "); replacing it");
+      warn(warnings, "cache: entry " + short_key(key) + (rejected ? " rejected (" : " corrupt (") +
+                         existing.error().message + "); replacing it");
       auto trash = make_private_dir(tmp_root, "trash-" + short_key(key));
       if (!trash) {
         drop_tmp();
@@ -476,78 +527,6 @@ CacheEntry KernelCache::publish(const std::string& key,
     drop_tmp();
     return not_writable(ex.what());
   }
-}
-
-CompileLock::~CompileLock() {
-  if (fd_ >= 0) ::close(fd_);  // closing the descriptor releases the flock
-}
-
-CompileLock KernelCache::lock_compile(const std::string& key) const {
-  if (!valid_key(key)) return CompileLock();
-  const fs::path dir = root_ / "kernels" / "v1" / "locks";  // list() skips it (not a shard)
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return CompileLock();
-  const int fd = ::open((dir / (key + ".lock")).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return CompileLock();
-  while (::flock(fd, LOCK_EX) != 0) {
-    if (errno != EINTR) {
-      ::close(fd);
-      return CompileLock();
-    }
-  }
-  return CompileLock(fd);
-}
-
-std::vector<CacheEntry> KernelCache::list() const {
-  std::vector<CacheEntry> out;
-  const fs::path v1 = root_ / "kernels" / "v1";
-  std::error_code ec;
-  for (fs::directory_iterator shard(v1, ec), end; !ec && shard != end; shard.increment(ec)) {
-    std::string sname = shard->path().filename().string();
-    if (sname.size() != 2 || !valid_key(sname)) continue;  // skips tmp/
-    std::error_code ec2;
-    for (fs::directory_iterator it(shard->path(), ec2); !ec2 && it != end; it.increment(ec2)) {
-      std::string key = it->path().filename().string();
-      if (!valid_key(key) || key.compare(0, 2, sname) != 0) continue;
-      auto text = read_whole_file(it->path() / kMetaName);
-      if (!text) continue;
-      json meta = json::parse(text.value(), nullptr, /*allow_exceptions=*/false);
-      if (!meta.is_object()) continue;  // also true for a parse failure (discarded)
-      auto k = meta.find("key");
-      if (k == meta.end() || !k->is_string() || k->get<std::string>() != key) continue;
-      CacheEntry e;
-      e.key = key;
-      e.dir = it->path();
-      e.meta = std::move(meta);
-      out.push_back(std::move(e));
-    }
-  }
-  std::sort(out.begin(), out.end(),
-            [](const CacheEntry& a, const CacheEntry& b) { return a.key < b.key; });
-  return out;
-}
-
-Result<CacheEntry> KernelCache::find_prefix(const std::string& prefix) const {
-  if (prefix.empty()) return make_error(ErrorKind::Usage, "empty cache key prefix");
-  std::vector<CacheEntry> matches;
-  for (auto& e : list())
-    if (e.key.compare(0, prefix.size(), prefix) == 0) matches.push_back(std::move(e));
-  if (matches.empty())
-    return make_error(ErrorKind::Usage, "no cache entry matches '" + prefix + "'");
-  if (matches.size() > 1)
-    return make_error(ErrorKind::Usage,
-                      "'" + prefix + "' matches " + std::to_string(matches.size()) + " entries");
-  return std::move(matches.front());
-}
-
-Status KernelCache::clear() {
-  const fs::path kernels = root_ / "kernels";
-  std::error_code ec;
-  fs::remove_all(kernels, ec);
-  if (ec)
-    return make_error(ErrorKind::Cache, "cannot clear " + kernels.string() + ": " + ec.message());
-  return ok_status();
 }
 
 }  // namespace gbx

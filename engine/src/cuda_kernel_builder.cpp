@@ -128,8 +128,8 @@ std::optional<CudaKernelBuild> lookup(KernelCache& cache, Prepared& p, const Nvr
     if (!k.find(arch) || !hit->meta["files"].contains(cubin_file(arch))) missing = arch;
   if (!hit->meta["files"].contains("module.ptx")) missing = "ptx";
   if (!missing.empty()) {
-    warnings->push_back("cache: entry " + p.key.substr(0, 12) + " has no " + missing +
-                        " image; recompiling");
+    cache_warning(warnings, "cache: entry " + p.key.substr(0, 12) + " has no " + missing +
+                                " image; recompiling");
     std::error_code ec;
     std::filesystem::remove_all(hit->dir, ec);
     return std::nullopt;

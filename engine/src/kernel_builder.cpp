@@ -145,8 +145,8 @@ Result<CpuKernel> build_cpu_kernel(const TemplateBundle& bundle, const SynthPara
     }
     if (!b.cached || attempt == 1) return fn.take_error();
     // A cached object that passes the hash check but does not load: rebuild it once.
-    b.warnings.push_back("cache: entry " + b.key.substr(0, 12) + " failed to load (" +
-                         fn.error().message + "); recompiling");
+    cache_warning(&b.warnings, "cache: entry " + b.key.substr(0, 12) + " failed to load (" +
+                                   fn.error().message + "); recompiling");
     std::error_code ec;
     std::filesystem::remove_all(b.entry.dir, ec);
   }

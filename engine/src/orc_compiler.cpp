@@ -12,6 +12,7 @@
 #include <clang/Frontend/CompilerInvocation.h>
 #include <clang/Frontend/TextDiagnosticPrinter.h>
 #include <clang/Lex/PreprocessorOptions.h>
+#include <fcntl.h>
 #include <llvm/ADT/StringMap.h>
 #include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/Bitcode/BitcodeWriter.h>
@@ -31,8 +32,10 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -154,6 +157,43 @@ bool jit_profile_enabled() {
 
 std::string jit_perf_map_path() {
   return jit_profile_enabled() ? "/tmp/perf-" + std::to_string(::getpid()) + ".map" : "";
+}
+
+std::FILE* open_jit_perf_map(const std::string& path, std::string* why) {
+  auto fail = [&](const std::string& text) -> std::FILE* {
+    *why = text;
+    return nullptr;
+  };
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == EEXIST) {
+    // O_NONBLOCK: a FIFO planted there must fail the open, not hang it.
+    fd = ::open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+      return fail(errno == ELOOP ? "is a symbolic link" : std::string(std::strerror(errno)));
+    struct stat st {};
+    std::string problem;
+    if (::fstat(fd, &st) != 0)
+      problem = std::strerror(errno);
+    else if (!S_ISREG(st.st_mode))
+      problem = "is not a regular file";
+    else if (st.st_uid != ::geteuid())
+      problem = "is owned by uid " + std::to_string(st.st_uid) + ", not this user";
+    else if (st.st_nlink != 1)
+      problem = "has other hard links";
+    else if (::ftruncate(fd, 0) != 0)
+      problem = std::strerror(errno);
+    if (!problem.empty()) {
+      ::close(fd);
+      return fail(problem);
+    }
+  }
+  if (fd < 0) return fail(std::strerror(errno));
+  std::FILE* f = ::fdopen(fd, "w");
+  if (!f) {
+    ::close(fd);
+    return fail(std::strerror(errno));
+  }
+  return f;
 }
 
 std::string cpu_compiler_identity() {
@@ -331,10 +371,11 @@ std::string add_profile_plugins(llvm::orc::LLJIT& jit) {
   if (!layer) return "GBX_JIT_PROFILE: the JIT's object layer is not JITLink";
   std::string problems;
   const std::string path = jit_perf_map_path();
-  if (std::FILE* f = std::fopen(path.c_str(), "w"))  // truncate a stale map of a reused pid
+  std::string why;
+  if (std::FILE* f = open_jit_perf_map(path, &why))
     layer->addPlugin(std::make_unique<PerfMapPlugin>(f));
   else
-    problems += "GBX_JIT_PROFILE: cannot write " + path + "; ";
+    problems += "GBX_JIT_PROFILE: not writing " + path + ": " + why + "; ";
   // GDB's JIT interface: each linked object, its sections patched to their load addresses,
   // goes on __jit_debug_descriptor's list. The registration function is taken by address
   // (libLLVM exports it) rather than by dlsym, which misses it when libLLVM was loaded

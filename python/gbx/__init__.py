@@ -29,7 +29,7 @@ from .actions import CODECS
 from .games import make
 from .ramsearch import RamSearch
 from .scripting import Script, ScriptError, ScriptTimeout, script
-from .vec_env import RomWarning, VecEnv
+from .vec_env import CacheWarning, RomWarning, VecEnv
 from .video import record_video
 
 # gymnasium.make_vec("gbx/GameBoy-v0", num_envs=N, rom=...) builds a VecEnv (Gymnasium 1.x:
@@ -49,6 +49,7 @@ _register()
 __all__ = [
     "VecEnv",
     "RomWarning",
+    "CacheWarning",
     "CompileError",
     "NoDeviceError",
     "CODECS",

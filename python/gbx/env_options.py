@@ -14,6 +14,20 @@ class RomWarning(UserWarning):
     """A ROM that runs but is not what its header says (e.g. a wrong header checksum)."""
 
 
+class CacheWarning(UserWarning):
+    """The kernel cache could not be used as it is: its directory is refused (another user's,
+    or writable by group or others), or an entry was rejected or corrupt and is recompiled.
+    The env runs either way (docs/internals/synthesis.md, "Kernel cache")."""
+
+
+def warn_cache(stacklevel: int = 3) -> None:
+    """Turns the native layer's pending kernel cache warnings into :class:`CacheWarning`."""
+    import warnings
+
+    for w in _native.take_cache_warnings():
+        warnings.warn(w, CacheWarning, stacklevel=stacklevel)
+
+
 def check_counts(num_envs, frames_per_step, release_after_frames, noop_max, max_episode_frames):
     """Raises ValueError for a bad env count or frame count of :class:`gbx.VecEnv`."""
     if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool):

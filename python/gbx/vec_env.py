@@ -14,12 +14,14 @@ from gymnasium.vector.utils import batch_space
 from . import _native
 from .actions import encode, get_codec
 from .env_options import (
+    CacheWarning,  # noqa: F401 (API: gbx.CacheWarning)
     RomWarning,
     check_counts,
     check_expressions,
     check_modes,
     parse_device,
     parse_hooks,
+    warn_cache,
 )
 from .env_streams import EnvStreams
 from .observations import OBS_V0_DIM, ObsAssembler, parse_obs  # noqa: F401 (OBS_V0_DIM: API)
@@ -149,28 +151,31 @@ class VecEnv(SaveStates, gym.vector.VectorEnv):
                 "'ram' spec"
             )
         rom_spec, rom_bytes = (rom, b"") if isinstance(rom, str) else ("bytes", bytes(rom))
-        self._native = _native.Backend(
-            rom_spec,
-            rom_bytes=rom_bytes,
-            backend=backend,
-            num_envs=int(num_envs),
-            frames_per_step=int(frames_per_step),
-            release_after_frames=int(release_after_frames),
-            threads=int(threads),
-            device_index=index,
-            reward=reward if self._reward_kind == "expr" else "",
-            done=done or "",
-            track=track,
-            obs=self._obs_spec.kernel_obs,
-            obs_format=self._obs_spec.pixels or "full",
-            gather=list(self._obs_spec.ram),
-            render=render_mode == "rgb_array",
-            tiered_start=bool(tiered_start),
-            specialize=str(specialize),
-            ppu=str(ppu),
-            seen_capacity=int(seen_capacity),
-            hooks=self.hooks,
-        )
+        try:
+            self._native = _native.Backend(
+                rom_spec,
+                rom_bytes=rom_bytes,
+                backend=backend,
+                num_envs=int(num_envs),
+                frames_per_step=int(frames_per_step),
+                release_after_frames=int(release_after_frames),
+                threads=int(threads),
+                device_index=index,
+                reward=reward if self._reward_kind == "expr" else "",
+                done=done or "",
+                track=track,
+                obs=self._obs_spec.kernel_obs,
+                obs_format=self._obs_spec.pixels or "full",
+                gather=list(self._obs_spec.ram),
+                render=render_mode == "rgb_array",
+                tiered_start=bool(tiered_start),
+                specialize=str(specialize),
+                ppu=str(ppu),
+                seen_capacity=int(seen_capacity),
+                hooks=self.hooks,
+            )
+        finally:  # a refused cache or a rejected entry: the env runs, not silently
+            warn_cache()
         for w in self._native.rom_warnings:  # a wrong header checksum: the env runs, not silently
             warnings.warn(f"ROM {self._native.rom_name}: {w}", RomWarning, stacklevel=2)
         self.num_envs = int(num_envs)

@@ -5,6 +5,7 @@
 // native_*.cpp files define and bind by topic (native.h).
 #include "native.h"
 
+#include "gbx/engine/cache.h"
 #include "gbx/engine/generator.h"
 #include "gbx/runtime/mgba_backend.h"
 
@@ -50,6 +51,9 @@ NB_MODULE(_native, m) {
       "path"_a, "Templates the kernels are generated from (the package's own copy).");
   m.def("mgba_built_in", &gbx::mgba_built_in,
         "Whether this build has the mgba device (built where libmgba-dev was installed).");
+  m.def("take_cache_warnings", &gbx::take_cache_warnings,
+        "Kernel cache warnings since the last call (a refused cache directory, a rejected or "
+        "corrupt entry), oldest first; gbx.VecEnv turns them into gbx.CacheWarning.");
   m.def("template_root", []() { return gbx::TemplateBundle::default_root().string(); });
   m.attr("ABI_VERSION") = GBX_ABI_VERSION;
   m.attr("USER_TRACK_MAX") = GBX_USER_TRACK_MAX;

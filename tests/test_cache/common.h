@@ -38,6 +38,8 @@ struct TempDir {
     path = fs::temp_directory_path() / ("gbx-test-cache-" + std::to_string(::getpid()) + "-" +
                                         std::to_string(counter++) + "-" + std::to_string(rd()));
     fs::create_directories(path);
+    // Private whatever the umask: a cache root others can write is refused (trust.cpp).
+    fs::permissions(path, fs::perms::owner_all);
   }
   ~TempDir() {
     std::error_code ec;
@@ -138,6 +140,30 @@ inline void check_entry_matches(const CacheEntry& e,
   }
   CHECK(e.meta["files"].size() == files.size());
 }
+
+// Sets or unsets environment variables for one test and restores them afterwards.
+class EnvGuard {
+ public:
+  explicit EnvGuard(std::vector<std::string> names) {
+    for (auto& n : names) {
+      const char* v = std::getenv(n.c_str());
+      saved_.push_back({n, v ? std::optional<std::string>(v) : std::nullopt});
+    }
+  }
+  ~EnvGuard() {
+    for (auto& [n, v] : saved_) {
+      if (v)
+        ::setenv(n.c_str(), v->c_str(), 1);
+      else
+        ::unsetenv(n.c_str());
+    }
+  }
+  EnvGuard(const EnvGuard&) = delete;
+  EnvGuard& operator=(const EnvGuard&) = delete;
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
 
 // Runs `body` in a forked child and returns its exit code (or 200 + signal number). The
 // child never returns into doctest.

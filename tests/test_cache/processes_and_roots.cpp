@@ -118,8 +118,15 @@ TEST_CASE("an unwritable cache degrades to an in-memory entry with a warning") {
     REQUIRE(warnings.empty());
     // Every directory read-only, so neither the root nor tmp/ nor a shard accepts a write;
     // files readable whatever the umask was, so that only writing is denied.
-    for (auto& d : fs::recursive_directory_iterator(t.path))
-      fs::permissions(d.path(), fs::perms(d.is_directory() ? 0555 : 0444));
+    // The cache must be the child's own to be trusted at all (test_cache/trust.cpp), so the
+    // tree goes to uid 65534 first; the cache-key stays private to its owner.
+    for (auto& d : fs::recursive_directory_iterator(t.path)) {
+      if (::geteuid() == 0) REQUIRE(::lchown(d.path().c_str(), 65534, 65534) == 0);
+      fs::permissions(d.path(), fs::perms(d.is_directory()                     ? 0555
+                                          : d.path().filename() == "cache-key" ? 0400
+                                                                               : 0444));
+    }
+    if (::geteuid() == 0) REQUIRE(::chown(t.path.c_str(), 65534, 65534) == 0);
     fs::permissions(t.path, fs::perms(0555));
 
     int code = run_in_child([&]() -> int {
@@ -222,32 +229,6 @@ TEST_CASE("list, find_prefix and clear") {
   CHECK_FALSE(cache.publish(k1, sample_files(k1), json::object(), &warnings).in_memory());
   CHECK(cache.list().size() == 1);
 }
-
-namespace {
-// Sets or unsets environment variables for one test and restores them afterwards.
-class EnvGuard {
- public:
-  explicit EnvGuard(std::vector<std::string> names) {
-    for (auto& n : names) {
-      const char* v = std::getenv(n.c_str());
-      saved_.push_back({n, v ? std::optional<std::string>(v) : std::nullopt});
-    }
-  }
-  ~EnvGuard() {
-    for (auto& [n, v] : saved_) {
-      if (v)
-        ::setenv(n.c_str(), v->c_str(), 1);
-      else
-        ::unsetenv(n.c_str());
-    }
-  }
-  EnvGuard(const EnvGuard&) = delete;
-  EnvGuard& operator=(const EnvGuard&) = delete;
-
- private:
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
-};
-}  // namespace
 
 TEST_CASE("cache root: argument, then GBX_CACHE_DIR, then XDG_CACHE_HOME, then HOME") {
   const char* before = std::getenv("GBX_CACHE_DIR");

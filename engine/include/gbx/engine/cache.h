@@ -1,10 +1,17 @@
 #pragma once
 // On-disk kernel cache keyed by the stage hash (SHA-256 of every input of a module).
 //
-// Layout: <root>/kernels/v1/<key[0:2]>/<key>/{source.*, module.*, compile.log, meta.json}.
+// Layout: <root>/cache-key and
+// <root>/kernels/v1/<key[0:2]>/<key>/{source.*, module.*, compile.log, meta.sig, meta.json}.
 // meta.json is written last and lists every other file with its size and SHA-256; an entry
 // whose files do not match it is corrupt and treated as a miss. Writers build an entry in a
 // private temp dir and rename() it into place (a lost race is fine); readers never lock.
+// Trust (engine/src/cache_trust.h has the rules): the root and every directory below it are
+// this user's and writable by nobody else (the root is created 0700; one owned by another
+// user or writable by group/others is refused: lookups miss and compiles stay in memory,
+// with a warning); an entry is loaded only when its meta.sig is the HMAC of its meta.json
+// under the secret in <root>/cache-key (0600), so only what this user compiled into this
+// cache runs. A cache carried to another machine loads there with its cache-key file.
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -19,6 +26,15 @@
 namespace gbx {
 
 std::string sha256_hex(std::string_view bytes);
+
+// Every cache warning (a corrupt or rejected entry, a refused or read-only root, an entry that
+// failed to load) is appended to the caller's list (when given) and to a process-wide queue,
+// so that a program that never sees a kernel build's own list (gbx-run run, whose backend
+// builds its kernels; the Python binding; a background tier-up compile) can still show it.
+// The queue keeps at most 64 lines and drops a line already pending.
+void cache_warning(std::vector<std::string>* warnings, std::string text);
+// The queued warnings, oldest first; empties the queue.
+std::vector<std::string> take_cache_warnings();
 
 // Every input of a compiled module. Any new input must be added here (and so to the key).
 struct CacheKeyInputs {
@@ -70,13 +86,15 @@ class KernelCache {
   std::filesystem::path entry_dir(const std::string& key) const;
 
   // A valid entry, or nullopt on a miss. A corrupt entry (missing file, size or hash
-  // mismatch, unreadable meta.json) is a miss: a warning is appended and the entry removed
-  // so the caller's recompile can replace it.
+  // mismatch, unreadable meta.json) or a rejected one (signature not made with this cache's
+  // key, a file or directory of another user or writable by others) is a miss: a warning is
+  // appended and the entry removed so the caller's recompile can replace it.
   std::optional<CacheEntry> lookup(const std::string& key, std::vector<std::string>* warnings);
 
   // Publishes files + meta atomically. meta gets "files": {name: {size, sha256}} and
-  // "created". If the cache dir is read-only or full the entry stays in memory and a
-  // warning is appended (never an error: compilation results are still usable).
+  // "created"; meta.sig signs it. If the cache dir is read-only, full or refused the entry
+  // stays in memory and a warning is appended (never an error: compilation results are still
+  // usable). Makes the root (0700) and its cache-key when absent.
   CacheEntry publish(const std::string& key, const std::map<std::string, std::string>& files,
                      nlohmann::json meta, std::vector<std::string>* warnings);
 
@@ -87,13 +105,21 @@ class KernelCache {
   // held (compiles may repeat, as without it) where the cache is not writable.
   CompileLock lock_compile(const std::string& key) const;
 
-  std::vector<CacheEntry> list() const;  // valid-looking entries (meta.json parsed), by key
+  // Entries signed with this cache's key (meta.json parsed, files not hashed), by key.
+  std::vector<CacheEntry> list() const;
   // Entries whose key starts with prefix; error if none or ambiguous.
   Result<CacheEntry> find_prefix(const std::string& prefix) const;
-  Status clear();
+  Status clear();  // every entry; the cache-key stays
+
+  // Why this root is refused ("" when it is not): another user's, writable by others, or an
+  // unusable cache-key.
+  std::string refusal() const;
 
  private:
+  void refused(std::vector<std::string>* warnings, const std::string& why);
+
   std::filesystem::path root_;
+  bool refusal_reported_ = false;  // one warning per KernelCache, not one per lookup
 };
 
 }  // namespace gbx

@@ -1,6 +1,7 @@
 #pragma once
 // CPU compiler: generated C++ -> optimized LLVM module -> .ll / .s / .o with the clang C++ API,
 // and a process-wide ORC LLJIT that loads .o files (one JITDylib per module).
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,12 @@ std::vector<std::pair<std::string, std::string>> cpu_compiler_environment();
 bool jit_profile_enabled();
 // "/tmp/perf-<pid>.map" when profiling, else "".
 std::string jit_perf_map_path();
+// Opens a perf map for writing without following a link: a new file is created 0600 (O_EXCL);
+// an existing one (a stale map of a reused pid) is reused, emptied, only when it is a regular
+// file of this user with no other hard link. /tmp is writable by everyone, so anything else
+// there (a link planted to make this process overwrite a file of its user's) is refused:
+// nullptr and *why.
+std::FILE* open_jit_perf_map(const std::string& path, std::string* why);
 
 Result<CpuCompileOutput> compile_cpu(const std::string& source, const std::string& file_name,
                                      const CpuCompileOptions& opts);

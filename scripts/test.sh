@@ -3,6 +3,10 @@
 # without a CUDA toolkit gets, NVRTC from PyPI's wheel, and an ASan/UBSan build of the suite.
 # The SM83 suite is read from ../shared/conformance (or -DGBX_CONFORMANCE_ARCHIVE=...);
 # absent, that test skips. Two C++ builds in all: build/ and build-asan/.
+#   GBX_TEST_REQUIRE_SHARED=1  the suites under ../shared (test ROMs, the SM83 suite, games) are
+#                            required (.ci/run sets it): ../shared's three folders must exist,
+#                            and a test that would skip for a missing file there fails instead
+#                            (C++: tests/skip.h; Python: tests/python/conftest.py)
 #   GBX_TEST_ASAN=0          skip the sanitizer build and suite (scripts/build-asan.sh,
 #                            scripts/test-asan.sh, which says what it leaves out for time)
 #   GBX_TEST_NVRTC_WHEEL=0   skip the NVRTC-wheel job (no network)
@@ -19,6 +23,16 @@ echo "== test: lint (clang-format, ruff)"
 "$root/scripts/lint.sh"
 "$root/scripts/build.sh"
 build=${GBX_BUILD_DIR:-$root/build}
+# Every suite below (ctest, pytest, the ASan run) reads the switch from the environment.
+if [ "${GBX_TEST_REQUIRE_SHARED:-0}" = 1 ]; then
+  export GBX_TEST_REQUIRE_SHARED=1
+  for d in testroms conformance games; do
+    if [ ! -d "$root/../shared/$d" ]; then
+      echo "test: GBX_TEST_REQUIRE_SHARED=1 but $(cd "$root/.." && pwd)/shared/$d is missing" >&2
+      exit 1
+    fi
+  done
+fi
 # Tests compile kernels into a cache inside the build dir, never the user's cache.
 export GBX_CACHE_DIR="$build/test-cache"
 without_toolkit="$root/scripts/without-cuda-toolkit"

@@ -1,11 +1,15 @@
-// The test executables' main: doctest's, plus per-case skips (skip.h). Exit codes: doctest's
-// when anything failed; 77 (CTest's SKIP_RETURN_CODE) when every case that ran skipped; else 0.
+// The test executables' main: doctest's, plus per-case skips (skip.h), which fail instead where
+// GBX_TEST_REQUIRE_SHARED=1 and the reason names ../shared. Exit codes: doctest's when anything
+// failed; 77 (CTest's SKIP_RETURN_CODE) when every case that ran skipped; else 0.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "skip.h"
 
@@ -42,7 +46,33 @@ REGISTER_LISTENER("gbx_case_tracker", 1, CaseTracker);
 
 }  // namespace
 
+bool shared_required() {
+  const char* v = std::getenv("GBX_TEST_REQUIRE_SHARED");
+  return v && std::string(v) == "1";
+}
+
+bool names_shared(const std::string& why) {
+  namespace fs = std::filesystem;
+  // ../shared as the tests spell it (GBX_TEST_SOURCE_DIR/../../shared), normalized and with
+  // links resolved.
+  const fs::path dir = fs::path(GBX_TEST_SOURCE_DIR) / ".." / ".." / "shared";
+  std::error_code ec;
+  const std::vector<std::string> names = {"../shared", dir.lexically_normal().string(),
+                                          fs::weakly_canonical(dir, ec).string()};
+  for (const std::string& n : names)
+    if (!n.empty() && why.find(n) != std::string::npos) return true;
+  return false;
+}
+
 void skip_case(const std::string& why) {
+  if (shared_required() && names_shared(why)) {
+    const std::string msg =
+        why + " (GBX_TEST_REQUIRE_SHARED=1: the suites under ../shared must run, not skip)";
+    std::printf("[required] %s: %s\n", g_current_case.c_str(), msg.c_str());
+    std::fflush(stdout);
+    FAIL_CHECK(msg);
+    return;
+  }
   if (g_cases_skipped.insert(g_current_case).second)
     std::printf("[skipped] %s: %s\n", g_current_case.c_str(), why.c_str());
   std::fflush(stdout);

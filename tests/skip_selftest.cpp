@@ -1,5 +1,6 @@
 // A doctest executable for test_skip only: which cases skip, fail or pass is chosen by
-// GBX_SKIP_SELFTEST (letters s, f, p: one case each, in that order).
+// GBX_SKIP_SELFTEST (letters s, f, p, h: one case each, in that order; h skips for a file under
+// ../shared that is not there).
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -27,4 +28,10 @@ TEST_CASE("a case that fails") {
 TEST_CASE("a case that passes") {
   if (plan().find('p') == std::string::npos) return;
   CHECK(1 + 1 == 2);
+}
+
+TEST_CASE("a case whose ../shared file is missing") {
+  if (plan().find('h') == std::string::npos) return;
+  const std::string file = std::string(GBX_TEST_SOURCE_DIR) + "/../../shared/no-such-suite/x.gb";
+  GBX_SKIP(file + " is absent");
 }

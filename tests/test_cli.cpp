@@ -175,6 +175,24 @@ TEST_CASE("bad CLI values give one-line errors with exit code 2") {
   check_one_line_error(run_command(tool("gbx-synth") + " emit --device tpu"), 2, "unknown device");
 }
 
+// A run is whole steps: --frames 1 --frames-per-step 5 ran 5 frames without a word.
+TEST_CASE("--frames must be a multiple of --frames-per-step (run, profile)") {
+  check_one_line_error(run_command(tool("gbx-run") + " run --frames 1 --frames-per-step 5"), 2,
+                       "--frames 1 is not a multiple of --frames-per-step 5 (a run is whole "
+                       "steps): use --frames 5");
+  check_one_line_error(run_command(tool("gbx-run") + " run --frames 12 --frames-per-step 5"), 2,
+                       "use --frames 10 or 15");
+  check_one_line_error(
+      run_command(tool("gbx-synth") +
+                  " profile --rom builtin:ALU_LOOP --frames 7 --frames-per-step 2"),
+      2, "--frames 7 is not a multiple of --frames-per-step 2");
+  // A multiple runs exactly the frames asked for.
+  const auto ok = run_command(tool("gbx-run") + " run --frames 10 --frames-per-step 5");
+  CAPTURE(ok.output);
+  CHECK(ok.exit_code == 0);
+  CHECK(ok.output.find("  frames 10  ") != std::string::npos);
+}
+
 TEST_CASE("gbx-synth emit --device cuda prints a CUDA kernel without placeholders") {
   const auto r = run_command(tool("gbx-synth") + " emit --stage full_step --device cuda");
   CHECK(r.exit_code == 0);

@@ -207,6 +207,8 @@ int cmd_run(const RunOptions& o) {
   if (o.frames < 1) return tool::fail(make_error(ErrorKind::Usage, "--frames must be at least 1"));
   if (o.frames_per_step < 1)
     return tool::fail(make_error(ErrorKind::Usage, "--frames-per-step must be at least 1"));
+  if (auto st = tool::check_whole_steps(o.frames, o.frames_per_step); !st)
+    return tool::fail(st.error());
   std::optional<MemRegion> view, raw;
   if (!o.read_mem.empty()) {
     auto r = parse_mem_region(o.read_mem, "--read-mem");
@@ -298,7 +300,7 @@ int cmd_run(const RunOptions& o) {
   // After --load-state: the battery file is what the cartridge RAM holds at reset.
   if (!o.sav.empty())
     if (auto st = be.load_battery(save); !st) return tool::fail(st.error());
-  const long long steps = (o.frames + o.frames_per_step - 1) / o.frames_per_step;
+  const long long steps = o.frames / o.frames_per_step;  // whole steps: checked above
   const auto t0 = std::chrono::steady_clock::now();
   if (o.action < 0 || o.action > 0xFF)
     return tool::fail(make_error(ErrorKind::Usage, "--action must be a button mask 0..255"));
@@ -400,7 +402,9 @@ void register_run(CLI::App& app, Commands& cmds) {
   r->add_option("--stage", run.stage, "emulate_only | reward_only | obs_only | full_step")
       ->capture_default_str();
   r->add_option("--envs", run.envs, "number of emulated Game Boys")->capture_default_str();
-  r->add_option("--frames", run.frames, "frames to run each env")->capture_default_str();
+  r->add_option("--frames", run.frames,
+                "frames to run each env (a multiple of --frames-per-step: whole steps)")
+      ->capture_default_str();
   r->add_option("--frames-per-step", run.frames_per_step, "frames per step() call")
       ->capture_default_str();
   r->add_option("--action", run.action,

@@ -3,7 +3,9 @@
 // it adds its CLI11 subcommand and the action to run when that subcommand was chosen.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <exception>
 #include <functional>
+#include <new>
 #include <utility>
 #include <vector>
 
@@ -28,7 +30,8 @@ void register_cache(CLI::App& app, Commands& cmds);  // cache list / show / path
 void register_table(CLI::App& app, Commands& cmds);
 void register_export(CLI::App& app, Commands& cmds);
 
-// Runs the chosen subcommand; a command-line error is one stderr line and exit code 2.
+// Runs the chosen subcommand; a command-line error is one stderr line and exit code 2, an
+// exception out of the subcommand one line and exit code 1.
 inline int dispatch(CLI::App& app, Commands& cmds, int argc, char** argv) {
   try {
     app.parse(argc, argv);
@@ -43,8 +46,23 @@ inline int dispatch(CLI::App& app, Commands& cmds, int argc, char** argv) {
     std::fprintf(stderr, "error: %s (see --help)\n", e.what());
     return 2;
   }
-  for (auto& [sub, action] : cmds)
-    if (sub->parsed()) return action();
+  for (auto& [sub, action] : cmds) {
+    if (!sub->parsed()) continue;
+    // Sizes are checked up front where they are known (env state: check_env_count); an
+    // allocation that still fails, or another standard exception, is one line and exit 1,
+    // not an abort.
+    try {
+      return action();
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr,
+                   "error: %s: out of memory (an allocation failed: std::bad_alloc); ask for "
+                   "fewer envs, or raise the process's memory limit (ulimit -v)\n",
+                   sub->get_name().c_str());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s: %s\n", sub->get_name().c_str(), e.what());
+    }
+    return 1;
+  }
   return 2;
 }
 

@@ -22,6 +22,9 @@ struct ProfileOptions {
 };
 
 int cmd_profile(const ProfileOptions& o) {
+  // frames < 1 and frames_per_step < 1 are profile_rom's to refuse.
+  if (o.frames >= 1 && o.frames_per_step >= 1)
+    if (auto st = check_whole_steps(o.frames, o.frames_per_step); !st) return fail(st.error());
   auto rom = load_rom(o.rom);
   if (!rom) return fail(rom.error());
   ProfileRunOptions ro;
@@ -65,7 +68,9 @@ void register_profile(CLI::App& app, Commands& cmds) {
       "profile",
       "run a ROM on the profiling interpreter, write its blocks (JSON) for --specialize");
   pr->add_option("--rom", prof.rom, "builtin:NAME or a path")->required();
-  pr->add_option("--frames", prof.frames, "frames to profile (per env)")->capture_default_str();
+  pr->add_option("--frames", prof.frames,
+                 "frames to profile (per env; a multiple of --frames-per-step)")
+      ->capture_default_str();
   pr->add_option("--actions", prof.actions, "random (a random byte per env per step) | none")
       ->capture_default_str();
   pr->add_option("--seed", prof.seed, "seed of the random actions")->capture_default_str();

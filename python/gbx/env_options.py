@@ -1,8 +1,10 @@
-"""The :class:`gbx.VecEnv` constructor's arguments: their checks (one ``ValueError`` each, before
-anything is built), the device string and the ``hooks=`` entries."""
+"""The :class:`gbx.VecEnv` constructor's arguments: their checks (one ``ValueError`` each, a
+``TypeError`` for a ``rom`` of another type, before anything is built), the ROM source, seeds,
+the device string and the ``hooks=`` entries."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -28,15 +30,73 @@ def warn_cache(stacklevel: int = 3) -> None:
         warnings.warn(w, CacheWarning, stacklevel=stacklevel)
 
 
-def check_counts(num_envs, frames_per_step, release_after_frames, noop_max, max_episode_frames):
-    """Raises ValueError for a bad env count or frame count of :class:`gbx.VecEnv`."""
+# The native layer's counts are C ints.
+_INT_MAX = 2**31 - 1
+# Seeds key 64-bit streams (gbx.env_streams); Gymnasium refuses negative seeds, and a larger
+# one would wrap onto a smaller one's stream.
+_SEED_MAX = 2**64 - 1
+
+
+def rom_source(rom) -> tuple[str, bytes]:
+    """``rom`` of :class:`gbx.VecEnv` as (spec, contents): a path (str or os.PathLike) or
+    ``builtin:NAME`` with no contents, or a ROM's contents (bytes, bytearray, memoryview)
+    with the spec ``"bytes"``. Raises TypeError for another type and ValueError for an empty
+    path or empty contents (never a file named after the type)."""
+    if isinstance(rom, (str, os.PathLike)):
+        spec = os.fspath(rom)
+        if isinstance(spec, bytes):
+            spec = os.fsdecode(spec)
+        if not spec:
+            raise ValueError("rom is an empty path: pass a .gb path, 'builtin:NAME' or its bytes")
+        return spec, b""
+    if isinstance(rom, (bytes, bytearray, memoryview)):
+        data = bytes(rom)
+        if not data:
+            raise ValueError(
+                "rom is empty bytes: pass a cartridge's contents, a .gb path or 'builtin:NAME'"
+            )
+        return "bytes", data
+    raise TypeError(
+        "rom must be a path (str or os.PathLike), 'builtin:NAME' or a cartridge's bytes, "
+        f"got {type(rom).__name__}"
+    )
+
+
+def check_seed(seed, what: str = "seed") -> None:
+    """Raises ValueError unless ``seed`` is None or an int in [0, 2**64 - 1] (Gymnasium's
+    rule, seeds >= 0, with the 64 bits the streams are keyed by)."""
+    if seed is None:
+        return
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"{what} must be an int or None, got {seed!r}")
+    if not 0 <= int(seed) <= _SEED_MAX:
+        raise ValueError(f"{what} must be in [0, 2**64 - 1] (got {int(seed)})")
+
+
+def check_counts(
+    num_envs, frames_per_step, release_after_frames, noop_max, max_episode_frames, threads=0
+):
+    """Raises ValueError for a bad env count, frame count or thread count of
+    :class:`gbx.VecEnv`."""
     if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool):
         raise ValueError(f"num_envs must be an int, got {type(num_envs).__name__}")
     if num_envs < 1:
         raise ValueError(f"num_envs must be at least 1 (got {num_envs})")
-    if not isinstance(frames_per_step, (int, np.integer)) or frames_per_step < 1:
+    if num_envs > _INT_MAX:
+        raise ValueError(f"num_envs must be at most {_INT_MAX} (got {num_envs})")
+    if (
+        isinstance(threads, bool)
+        or not isinstance(threads, (int, np.integer))
+        or not 0 <= threads <= _INT_MAX
+    ):
+        raise ValueError(f"threads must be an int >= 0 (0: all cores), got {threads!r}")
+    if (
+        isinstance(frames_per_step, bool)
+        or not isinstance(frames_per_step, (int, np.integer))
+        or not 1 <= frames_per_step <= _INT_MAX
+    ):
         raise ValueError(f"frames_per_step must be an int >= 1 (got {frames_per_step!r})")
-    if release_after_frames < 0:
+    if not 0 <= release_after_frames <= _INT_MAX:
         raise ValueError(f"release_after_frames must be >= 0 (got {release_after_frames})")
     if noop_max < 0:
         raise ValueError(f"noop_max must be >= 0 (got {noop_max})")

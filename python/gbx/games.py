@@ -26,7 +26,7 @@ return to it (``set_reset_state``), so episodes start where the recipe ends.
 Rewards are kernel expressions (``reward`` over ``track``), computed on the device with every
 other output: the builtins ``popcount``/``sum``/``bcd``/``seen``/``seen_count``
 (docs/guide/rewards.md) say what games need, e.g. Pokémon's event flags
-(``popcount(0xD747, 0xD885)``, tracked, its increase rewarded) and exploration
+(``popcount(0xD747, 0xD886)``, tracked, its increase rewarded) and exploration
 (``seen(map << 16 | x << 8 | y)``: 1 the first time in an episode).
 
 Profiles shipped (:data:`PROFILES`): ``arrows`` (built-in), ``2048`` and ``libbet`` (homebrew,
@@ -198,7 +198,9 @@ POKEMON_RAM = {
     "party_levels": tuple(a + 0x21 for a in _PARTY),  # wPartyMonNLevel
     "party_hp": tuple(a + 0x01 for a in _PARTY),  # wPartyMonNHP, u16 big-endian
     "party_max_hp": tuple(a + 0x22 for a in _PARTY),  # wPartyMonNMaxHP, u16 big-endian
-    "event_flags": (0xD747, 0xD886),  # wEventFlags [lo, hi): 320 bytes
+    # wEventFlags [lo, hi): flag_array NUM_EVENTS, 0xA00 bits = 320 bytes from 0xD747, so its
+    # last byte is 0xD886 (pret/pokered ram/wram.asm and constants/event_constants.asm).
+    "event_flags": (0xD747, 0xD747 + 320),
     "money_bcd": (0xD347, 0xD34A),  # wPlayerMoney, 3 bytes BCD, big-endian
     "in_battle": 0xD057,  # wIsInBattle
     "player_name": 0xD158,  # wPlayerName

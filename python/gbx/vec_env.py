@@ -19,8 +19,10 @@ from .env_options import (
     check_counts,
     check_expressions,
     check_modes,
+    check_seed,
     parse_device,
     parse_hooks,
+    rom_source,
     warn_cache,
 )
 from .env_streams import EnvStreams
@@ -36,7 +38,8 @@ class VecEnv(SaveStates, gym.vector.VectorEnv):
 
     Arguments beyond Gymnasium's:
 
-    - ``rom``: a .gb path, ``builtin:NAME`` (e.g. ``builtin:ALU_LOOP``) or the ROM's bytes.
+    - ``rom``: a .gb path (str or os.PathLike), ``builtin:NAME`` (e.g. ``builtin:ALU_LOOP``)
+      or the ROM's contents (bytes, bytearray or memoryview; never empty).
     - ``device``: ``"cpu"`` (JIT-compiled kernel on all cores), ``"cuda:N"``, or ``"mgba"``
       (the reference emulator, one libmgba core per env: for checking, not for training).
     - ``frames_per_step``: emulated frames (70224 T-cycles each) per ``step``.
@@ -135,8 +138,12 @@ class VecEnv(SaveStates, gym.vector.VectorEnv):
         seen_capacity: int = 4096,
         hooks: Sequence[int | str | tuple[int, int]] = (),
     ):
-        check_counts(num_envs, frames_per_step, release_after_frames, noop_max, max_episode_frames)
+        check_counts(
+            num_envs, frames_per_step, release_after_frames, noop_max, max_episode_frames, threads
+        )
         check_modes(sticky_actions, render_mode, env_offset)
+        check_seed(seed)
+        rom_spec, rom_bytes = rom_source(rom)
         track = check_expressions(track, reward, done, seen_capacity)
         self.hooks = parse_hooks(hooks)
         # No reward: 0 (the kernel's reward_v0 is a stage test, not a reward; only "v0" asks
@@ -150,7 +157,6 @@ class VecEnv(SaveStates, gym.vector.VectorEnv):
                 "device='mgba' has no pixels output (the default obs): pass obs='vec' or a "
                 "'ram' spec"
             )
-        rom_spec, rom_bytes = (rom, b"") if isinstance(rom, str) else ("bytes", bytes(rom))
         try:
             self._native = _native.Backend(
                 rom_spec,
@@ -397,10 +403,7 @@ class VecEnv(SaveStates, gym.vector.VectorEnv):
                     f"reset(seed=[...]) needs one seed per env ({self.num_envs}), got {len(seeds)}"
                 )
             for s in seeds:
-                if s is not None and (isinstance(s, bool) or not isinstance(s, (int, np.integer))):
-                    raise ValueError(
-                        f"reset(seed=[...]): each seed must be an int or None, got {s!r}"
-                    )
+                check_seed(s, "reset(seed=[...]): each seed")
             self._streams.reseed(seeds)
             self._seed = seeds
             return
@@ -408,6 +411,7 @@ class VecEnv(SaveStates, gym.vector.VectorEnv):
             raise ValueError(
                 f"seed must be an int, a list of ints (one per env) or None, got {seed!r}"
             )
+        check_seed(seed)
         self._streams = EnvStreams(seed, self.num_envs, self.env_offset)
         self._seed = seed
 

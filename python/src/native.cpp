@@ -11,11 +11,55 @@
 
 namespace gbx::py {
 
+namespace {
+
+// The runtime's argument checks are shared with the CLI and name its flags; from Python each
+// is the parameter it comes from. "--frames" alone is the backends' frames-per-step check.
+constexpr std::pair<const char*, const char*> kParameterNames[] = {
+    {"--frames-per-step", "frames_per_step"},
+    {"--release-after-frames", "release_after_frames"},
+    {"--envs", "num_envs"},
+    {"--threads", "threads"},
+    {"--specialize", "specialize"},
+    {"--frames", "frames_per_step"},
+};
+
+bool flag_char(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; }
+
+}  // namespace
+
+std::string python_names(const std::string& msg) {
+  std::string out;
+  for (size_t i = 0; i < msg.size();) {
+    bool renamed = false;
+    if (msg.compare(i, 2, "--") == 0 && (i == 0 || !flag_char(msg[i - 1]))) {
+      for (const auto& [flag, name] : kParameterNames) {
+        const size_t n = std::strlen(flag);
+        if (msg.compare(i, n, flag) == 0 && (i + n == msg.size() || !flag_char(msg[i + n]))) {
+          out += name;
+          i += n;
+          renamed = true;
+          break;
+        }
+      }
+    }
+    if (!renamed) out += msg[i++];
+  }
+  return out;
+}
+
+[[noreturn]] void raise_out_of_memory(int num_envs, const char* what) {
+  const std::string msg = "cannot allocate memory for num_envs=" + std::to_string(num_envs) + " (" +
+                          what + "): lower num_envs";
+  PyErr_SetString(PyExc_MemoryError, msg.c_str());
+  throw nb::python_error();
+}
+
 [[noreturn]] void raise(const gbx::Error& e) {
   switch (e.kind) {
     case gbx::ErrorKind::Usage:
     case gbx::ErrorKind::Input:
-      throw nb::value_error(e.message.c_str());
+      throw nb::value_error(python_names(e.message).c_str());
     case gbx::ErrorKind::Compile: {
       // The first error line, then the compiler log (a user expression's errors are a few
       // lines; the log repeats the first one).

@@ -36,6 +36,11 @@ struct NoDeviceError : std::runtime_error {
 // errors CompileError (a ValueError: the user's expression is the usual cause), no CUDA device
 // NoDeviceError, the rest RuntimeError.
 [[noreturn]] void raise(const gbx::Error& e);
+// A runtime message with the CLI flags it names (--envs, --threads, ...) as the Python
+// parameters they come from (num_envs, threads, ...).
+std::string python_names(const std::string& msg);
+// MemoryError for an allocation of num_envs envs that failed (what: the exception's text).
+[[noreturn]] void raise_out_of_memory(int num_envs, const char* what);
 
 template <typename T>
 T unwrap(gbx::Result<T> r) {

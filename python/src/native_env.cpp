@@ -1,6 +1,7 @@
 // gbx._native Backend: construction, stepping, the output block and its numpy views (no copy
 // on the cpu backend; a host copy of the block for the others).
 #include <algorithm>
+#include <new>
 
 #include "gbx/runtime/specialize.h"
 #include "native.h"
@@ -53,7 +54,7 @@ Native::Native(const std::string& rom_spec, nb::bytes rom_bytes, const std::stri
   if (!model) throw nb::value_error(("unknown ppu '" + ppu + "' (line, fifo)").c_str());
   cfg.ppu = *model;
   if (auto s = gbx::apply_specialize_option(specialize, rom_, cfg); !s)
-    throw nb::value_error(s.error().message.c_str());
+    throw nb::value_error(python_names(s.error().message).c_str());
   configure_outputs(cfg, obs_kind, obs_format, gather, render);
   if (backend == "mgba" && (!reward.empty() || !done.empty() || !track.empty()))
     throw nb::value_error(
@@ -61,19 +62,31 @@ Native::Native(const std::string& rom_spec, nb::bytes rom_bytes, const std::stri
   if (num_envs < 1)
     throw nb::value_error(
         ("num_envs must be at least 1 (got " + std::to_string(num_envs) + ")").c_str());
+  // The env state is sized up front (check_env_count); an allocation that still fails (an
+  // address-space limit, say) is a MemoryError, not a crash.
+  std::string out_of_memory;
   {
     nb::gil_scoped_release release;  // compiling a kernel takes seconds
-    auto b = gbx::make_backend(backend, rom_, cfg);
-    if (b)
-      backend_ = std::move(b.value());
-    else
-      pending_ = b.take_error();
+    try {
+      auto b = gbx::make_backend(backend, rom_, cfg);
+      if (b)
+        backend_ = std::move(b.value());
+      else
+        pending_ = b.take_error();
+    } catch (const std::bad_alloc& e) {
+      out_of_memory = e.what();
+    }
   }
+  if (!out_of_memory.empty()) raise_out_of_memory(num_envs, out_of_memory.c_str());
   raise_pending();
   cpu_ = dynamic_cast<gbx::CpuBackend*>(backend_.get());
   n_ = backend_->num_envs();
   frames_per_step_ = frames_per_step;
-  bind_outputs(cfg);
+  try {
+    bind_outputs(cfg);
+  } catch (const std::bad_alloc& e) {
+    raise_out_of_memory(num_envs, e.what());
+  }
 }
 
 void Native::reset(uint64_t seed) {

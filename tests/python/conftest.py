@@ -43,6 +43,34 @@ def pytest_runtest_setup(item):
     pytest.skip(why)
 
 
+# ../shared beside the checkout: test ROMs, the SM83 suite, games (read-only, never committed).
+SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared")
+
+
+def names_shared(reason: str) -> bool:
+    """Whether a skip reason names ../shared (its path as the tests spell it, normalized or
+    resolved)."""
+    spellings = {"../shared", os.path.normpath(SHARED), os.path.realpath(SHARED)}
+    return any(s in reason for s in spellings)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """With GBX_TEST_REQUIRE_SHARED=1 (scripts/test.sh's switch; CI sets it) a test that skips
+    because material under ../shared is missing fails instead: every such skip names the path
+    it looked at, so a new test's skip is covered without a change here."""
+    outcome = yield
+    rep = outcome.get_result()
+    if not rep.skipped or hasattr(rep, "wasxfail"):
+        return
+    if os.environ.get("GBX_TEST_REQUIRE_SHARED") != "1":
+        return
+    reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+    if names_shared(reason):
+        rep.outcome = "failed"
+        rep.longrepr = f"{reason} (GBX_TEST_REQUIRE_SHARED=1: ../shared material must be present)"
+
+
 def pytest_terminal_summary(terminalreporter):
     """One line for the tests on the CUDA driver double: how many passed, failed, skipped."""
     final = {}

@@ -117,10 +117,10 @@ def test_cuda_without_a_device_is_one_clear_error(gbx):
 
 
 def test_bad_specialize_option(gbx, tmp_path):
-    with pytest.raises(ValueError, match="--specialize must be off, profile:FILE, auto") as ei:
+    with pytest.raises(ValueError, match="^specialize must be off, profile:FILE, auto") as ei:
         gbx.VecEnv(ROM, num_envs=1, obs="vec", specialize="sometimes")
     one_line(ei)
-    with pytest.raises(ValueError, match="auto:N needs N >= 1") as ei:
+    with pytest.raises(ValueError, match="^specialize auto:N needs N >= 1") as ei:
         gbx.VecEnv(ROM, num_envs=1, obs="vec", specialize="auto:0")
     one_line(ei)
     with pytest.raises(ValueError) as ei:
@@ -162,12 +162,99 @@ def test_env_offset_is_checked_before_the_rom_and_the_kernel(gbx, offset):
         ([1, 2], "one seed per env"),
         ([1, 2, "x", 4], "each seed must be an int or None"),
         (1.5, "seed must be an int"),
+        # Gymnasium's rule (seeds >= 0), and the 64 bits the streams are keyed by: -1 and
+        # 2**64 would otherwise wrap onto the streams of 2**64 - 1 and 0.
+        (-1, r"seed must be in \[0, 2\*\*64 - 1\] \(got -1\)"),
+        (2**64, r"seed must be in \[0, 2\*\*64 - 1\]"),
+        (2**70, r"seed must be in \[0, 2\*\*64 - 1\] \(got 1180591620717411303424\)"),
+        (np.int64(-5), r"seed must be in \[0, 2\*\*64 - 1\]"),
+        ([0, -1, 2, 3], r"each seed must be in \[0, 2\*\*64 - 1\]"),
+        ([0, 1, 2**64, 3], r"each seed must be in \[0, 2\*\*64 - 1\]"),
     ],
 )
 def test_bad_seeds(env, seed, match):
     with pytest.raises(ValueError, match=match) as ei:
         env.reset(seed=seed)
     one_line(ei)
+
+
+def test_seed_range_edges(gbx, env):
+    env.reset(seed=2**64 - 1)
+    env.reset(seed=[0, 2**64 - 1, None, np.uint64(2**64 - 1)])
+    for seed in (-1, 2**64):
+        with pytest.raises(ValueError, match=r"seed must be in \[0, 2\*\*64 - 1\]") as ei:
+            gbx.VecEnv(ROM, num_envs=1, obs="vec", seed=seed)
+        one_line(ei)
+
+
+def test_rom_bytes_are_contents_never_a_path(gbx, tmp_path, monkeypatch):
+    """``rom`` as bytes is the cartridge; empty bytes are refused, even beside a file called
+    ``bytes`` (which an empty ROM used to be read from)."""
+    from romutil import COUNTER_ROM
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bytes").write_bytes(COUNTER_ROM)
+    for empty in (b"", bytearray(), memoryview(b"")):
+        with pytest.raises(ValueError, match="rom is empty bytes") as ei:
+            gbx.VecEnv(empty, num_envs=1, obs="vec")
+        one_line(ei)
+    with pytest.raises(ValueError, match="rom is an empty path") as ei:
+        gbx.VecEnv("", num_envs=1, obs="vec")
+    one_line(ei)
+
+
+@pytest.mark.parametrize("rom", [5, None, 1.5, ["builtin:ALU_LOOP"]])
+def test_rom_of_another_type_is_a_type_error(gbx, rom):
+    with pytest.raises(TypeError, match="rom must be a path") as ei:
+        gbx.VecEnv(rom, num_envs=1, obs="vec")
+    one_line(ei)
+
+
+def test_every_rom_type_runs_the_cartridge(gbx, tmp_path):
+    from romutil import COUNTER_ROM
+
+    path = tmp_path / "counter.gb"
+    path.write_bytes(COUNTER_ROM)
+    for rom in (COUNTER_ROM, bytearray(COUNTER_ROM), memoryview(COUNTER_ROM), path, str(path)):
+        e = gbx.VecEnv(rom, num_envs=1, obs="vec", frames_per_step=1, release_after_frames=0)
+        e.reset(seed=0)
+        e.step(np.zeros(1, dtype=np.int32))
+        assert e.read_memory(0xC002, 0xC003)[0, 0] == 0x42, type(rom)
+        e.close()
+
+
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(threads=-1), r"^threads must be an int >= 0 \(0: all cores\), got -1$"),
+        (dict(threads=2**31), "^threads must be an int >= 0"),
+        (dict(threads=1.5), "^threads must be an int >= 0"),
+        (dict(num_envs=2**31), r"^num_envs must be at most 2147483647 \(got 2147483648\)$"),
+        (dict(frames_per_step=2**31), "^frames_per_step must be an int >= 1"),
+    ],
+)
+def test_counts_name_python_parameters(gbx, kw, match):
+    args = dict(num_envs=1, obs="vec") | kw
+    with pytest.raises(ValueError, match=match) as ei:
+        gbx.VecEnv(ROM, **args)
+    assert "--" not in one_line(ei)
+
+
+def test_native_messages_name_python_parameters(gbx):
+    """The runtime's checks, shared with the CLI, name its flags (--envs, --threads); from
+    Python they name the parameters."""
+    with pytest.raises(ValueError, match="^num_envs 1000000000 needs .* of env state") as ei:
+        gbx.VecEnv(ROM, num_envs=1_000_000_000, obs="vec")
+    assert "--" not in one_line(ei)
+    native = gbx._native.Backend
+    for kw, match in (
+        (dict(threads=-1), "^threads must be >= 0$"),
+        (dict(frames_per_step=0), "^frames_per_step must be at least 1$"),
+        (dict(num_envs=1_000_000_000), "^num_envs 1000000000 needs "),
+    ):
+        with pytest.raises(ValueError, match=match) as ei:
+            native(ROM, **kw)
+        assert "--" not in one_line(ei)
 
 
 @pytest.mark.parametrize(
@@ -248,3 +335,35 @@ def test_a_wheel_without_mgba_says_how_to_get_it(gbx):
     with pytest.raises(Exception, match="install the Debian package libmgba-dev") as e:
         gbx.VecEnv("builtin:ALU_LOOP", num_envs=1, obs="vec", device="mgba")
     assert "\n" not in str(e.value)
+
+
+_UNDER_A_LIMIT = """
+import resource, gbx
+vm = int([l for l in open("/proc/self/status") if l.startswith("VmSize")][0].split()[1]) * 1024
+limit = vm + (1 << 30)  # 1 GiB more address space than this process has mapped now
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+for share in (0.75, 1.0):  # of the limit, in env state (~32 KiB an env)
+    try:
+        gbx.VecEnv("builtin:ALU_LOOP", int(share * limit / 32768), obs="vec", threads=1)
+    except (MemoryError, ValueError) as e:
+        print(type(e).__name__, e)
+"""
+
+
+def test_envs_beyond_a_memory_limit_are_one_python_error(tmp_path):
+    """Under an address-space limit (ulimit -v): env state larger than the limit is refused up
+    front (ValueError naming num_envs and the limit); state that passes that check but does
+    not fit beside what the process holds is a MemoryError, never a crash."""
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-c", _UNDER_A_LIMIT], capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2, r.stdout
+    assert lines[0].startswith("MemoryError cannot allocate memory for num_envs=")
+    assert lines[0].endswith("(std::bad_alloc): lower num_envs")
+    assert lines[1].startswith("ValueError num_envs ")
+    assert "this process may allocate" in lines[1] and "--" not in lines[1]

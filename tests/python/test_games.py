@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 import pytest
-from romutil import COUNTER_ROM, POKEMON_STANDIN_ROM
+from romutil import COUNTER_ROM, POKEMON_STANDIN_ROM, assemble, make_rom
 
 GAMES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "games")
 
@@ -41,12 +41,31 @@ def test_profiles_are_data(gbx):
     assert {"arrows", "2048", "libbet", "pokemon_red", "pokemon_blue"} <= names
     red = gbx.games.get("pokemon_red")
     assert red.ram["map_id"] == 0xD35E and red.ram["x"] == 0xD362 and red.ram["y"] == 0xD361
-    assert red.ram["badges"] == 0xD356 and red.ram["event_flags"] == (0xD747, 0xD886)
+    assert red.ram["badges"] == 0xD356 and red.ram["event_flags"] == (0xD747, 0xD887)
     assert red.ram["party_levels"] == (0xD18C, 0xD1B8, 0xD1E4, 0xD210, 0xD23C, 0xD268)
     assert red.ram["party_hp"][0] == 0xD16C and red.ram["money_bcd"] == (0xD347, 0xD34A)
     assert red.start[-1] == ("until", "ram(0xD35E) == 38", 3600)
     with pytest.raises(ValueError, match="unknown game 'nope'"):
         gbx.games.get("nope")
+
+
+def test_pokemon_event_flags_are_all_320_bytes(gbx):
+    """wEventFlags is 0xA00 flag bits from 0xD747 (pret/pokered): the profile's range and its
+    tracked popcount cover 0xD747..0xD886 and nothing beside them. A ROM clears D740-D8FF and
+    sets every bit of 0xD746, 0xD747, 0xD886 and 0xD887: the count is the inner two bytes'."""
+    lo, hi = gbx.games.POKEMON_RAM["event_flags"]
+    assert (lo, hi - lo) == (0xD747, 320)
+    events = gbx.games.get("pokemon_red").track[2]
+    assert events == "popcount(0xd747, 0xd886)"
+    program = [b"\x21\x40\xd7", "clear", b"\xaf\x22\x7c\xfe\xd9", ("jr", 0x20, "clear")]
+    program.append(b"\x3e\xff")  # LD A,0xFF; then LD (addr),A for each edge byte
+    program += [bytes([0xEA, a & 0xFF, a >> 8]) for a in (0xD746, 0xD747, 0xD886, 0xD887)]
+    program += ["spin", ("jr", 0x18, "spin")]
+    env = gbx.VecEnv(make_rom(assemble(program)), 1, obs="vec", frames_per_step=1, reward=events)
+    env.reset(seed=0)
+    _, r, *_ = env.step(np.zeros(1, np.int64))
+    assert r[0] == 16.0
+    env.close()
 
 
 def test_wrong_cartridge_is_one_clear_error(gbx):
@@ -158,10 +177,10 @@ def test_pokemon_levels_cap_and_episode_return(gbx):
 class _HostTerms:
     """The Pokémon profiles' event and exploration rewards as gbx.games computed them on the
     host before they moved into the kernel: 4 per event-flag bit newly set in [0xD747,
-    0xD886) and 0.1 per (map, x, y) new to the episode, from one read_memory after each step,
+    0xD887) and 0.1 per (map, x, y) new to the episode, from one read_memory after each step,
     restarted from the reset state for envs that reset."""
 
-    LO, HI = 0xD35E, 0xD886
+    LO, HI = 0xD35E, 0xD887
     POPCOUNT = np.array([bin(i).count("1") for i in range(256)], np.int64)
 
     def __init__(self, mem):
@@ -171,7 +190,7 @@ class _HostTerms:
         self.restart(mem, np.ones(n, bool))
 
     def _events(self, mem):
-        return self.POPCOUNT[mem[:, 0xD747 - self.LO : 0xD886 - self.LO]].sum(axis=1)
+        return self.POPCOUNT[mem[:, 0xD747 - self.LO : 0xD887 - self.LO]].sum(axis=1)
 
     def _keys(self, mem):
         m = mem.astype(np.int64)

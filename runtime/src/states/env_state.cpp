@@ -1,5 +1,6 @@
 #include "gbx/runtime/env_state.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -130,11 +131,20 @@ Status check_env_count(int num_envs, MemoryModel mm, uint32_t cart_ram_size,
   const StateLayout one = make_layout(1, mm, cart_ram_size, MemLayout::EnvMajor, seen_bytes);
   const double need =
       (double)(one.soa_bytes + one.mem_bytes + extra_bytes_per_env) * (double)num_envs;
-  const double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
+  double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
+  std::string where = "this machine has " + human_bytes(have) + " of memory";
+  // A process limit below that (ulimit -v, -d) is where an allocation fails first
+  // (std::bad_alloc), so the env state is checked against it.
+  for (const int limit : {RLIMIT_AS, RLIMIT_DATA}) {
+    rlimit rl{};
+    if (getrlimit(limit, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (double)rl.rlim_cur < have) {
+      have = (double)rl.rlim_cur;
+      where = "this process may allocate " + human_bytes(have) + " (ulimit -v / -d)";
+    }
+  }
   if (need > 0.8 * have)
     return make_error(ErrorKind::Usage, "--envs " + std::to_string(num_envs) + " needs " +
-                                            human_bytes(need) + " of env state; this machine has " +
-                                            human_bytes(have) + " of memory");
+                                            human_bytes(need) + " of env state; " + where);
   return ok_status();
 }
 

@@ -2,7 +2,8 @@
 // cuda backend host code end to end (tests/CMakeLists.txt puts it on LD_LIBRARY_PATH of the
 // cuda suites only). Its parts: this file (the device, errors, contexts, the procedure table
 // and the exported symbols), memory.cpp, modules.cpp (images, the host compile), launch.cpp,
-// clocks.cpp (streams, events and the vector-clock race checker); shared state: cuda_double.h.
+// clocks.cpp (streams, events and the vector-clock race checker), trace.cpp (the divergence
+// meter's dispatch trace); shared state: cuda_double.h.
 //
 // - Device: one, with H100 attributes (sm_90, 132 SMs), named "GBX CUDA double (H100
 //   attributes)". An attribute GBX asks for that is not modelled here aborts.

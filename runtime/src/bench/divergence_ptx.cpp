@@ -401,9 +401,10 @@ Result<UnitWeights> ptx_weights(const std::string& ptx, const std::string& sourc
   static const std::regex call(
       R"(GBX_TRACE_BLOCK \+ (\d+)u\);[^\n]*\n\s*return spec_fn_(\d+)\((\d+),)");
   std::map<int, std::map<int64_t, double>> fn_costs;
-  size_t blocks = 0;
+  size_t blocks = 0, named = 0;
   for (auto it = std::sregex_iterator(source_cu.begin(), source_cu.end(), call);
        it != std::sregex_iterator(); ++it) {
+    ++named;
     const uint32_t index = (uint32_t)std::stoul((*it)[1]);
     const int fn = std::stoi((*it)[2]);
     const int64_t entry = std::stoll((*it)[3]);
@@ -424,11 +425,11 @@ Result<UnitWeights> ptx_weights(const std::string& ptx, const std::string& sourc
     w.cost[kTraceBlock + index] = c->second;
     ++blocks;
   }
-  char buf[200];
+  char buf[256];
   std::snprintf(buf, sizeof buf,
-                "ptx (%zu opcode cases, median %.0f, loop top %.0f; %s; %zu blocks; other "
-                "loop-top paths at the median)",
-                ops.size(), w.fallback, w.loop_top, cb_note.c_str(), blocks);
+                "ptx (%zu opcode cases, median %.0f, loop top %.0f; %s; %zu of %zu blocks; "
+                "other blocks and loop-top paths at the median)",
+                ops.size(), w.fallback, w.loop_top, cb_note.c_str(), blocks, named);
   w.source = buf;
   return w;
 }

@@ -29,7 +29,7 @@ cd "$build"
 if [ $# -gt 0 ]; then
   exec "$root/scripts/without-cuda-toolkit" ctest --output-on-failure -j 2 --timeout 1500 "$@"
 fi
-double='^test_(cuda_(backend_on_double(_roms)?|double|specialize_on_double)|step_identity_on_double)$'
+double='^test_(cuda_(backend_on_double(_roms)?|double|specialize_on_double)|step_identity_on_double|divergence)$'
 # The normal run's kernels (GBX_ASAN_KERNEL_CACHE) are cache hits for both steps: a key is the
 # kernel's source, compiler and host CPU, not the build of GBX that asks, so what is sanitized
 # is GBX's host code around the cache (lookup, load, link) rather than minutes of compiling in

@@ -125,12 +125,18 @@ void check_same(const Rom& rom, const Trace& want, const Trace& got, const std::
   }
 }
 
+// Every game in ../shared/games (GBX_TEST_GAMES_DIR overrides) and game_loop.gb; none after
+// skipping the calling case, saying why, when the games are absent.
 std::vector<fs::path> game_roms() {
   std::vector<fs::path> roms;
   const char* env = std::getenv("GBX_TEST_GAMES_DIR");
   const fs::path dir =
       env && *env ? fs::path(env)
                   : fs::path(GBX_TEST_SOURCE_DIR).parent_path().parent_path() / "shared" / "games";
+  if (!fs::is_directory(dir)) {
+    test::skip_case(dir.string() + " is absent");
+    return roms;
+  }
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec))
     if (e.path().extension() == ".gb") roms.push_back(e.path());
@@ -150,7 +156,7 @@ Rom load(const fs::path& path) {
 
 TEST_CASE("cpu: whole steps, parts and single frames on 1, 2 and 3 threads are one trajectory") {
   const auto roms = game_roms();
-  if (roms.empty()) GBX_SKIP("no games in ../shared/games and no game_loop.gb");
+  if (roms.empty()) return;
   for (const fs::path& path : roms) {
     CAPTURE(path.filename().string());
     const Rom rom = load(path);
@@ -180,7 +186,7 @@ TEST_CASE("cuda: the same trajectory on the device as on the cpu") {
     GBX_SKIP(drv.error().message);
   }
   const auto roms = game_roms();
-  if (roms.empty()) GBX_SKIP("no games in ../shared/games and no game_loop.gb");
+  if (roms.empty()) return;
   for (const fs::path& path : roms) {
     CAPTURE(path.filename().string());
     const Rom rom = load(path);

@@ -17,10 +17,11 @@ using Commands = std::vector<std::pair<CLI::App*, std::function<int()>>>;
 void register_run(CLI::App& app, Commands& cmds);
 void register_rom(CLI::App& app, Commands& cmds);
 void register_conformance(CLI::App& app, Commands& cmds);
-void register_verify(CLI::App& app, Commands& cmds);     // cmd_verify.cpp
-void register_bench(CLI::App& app, Commands& cmds);      // cmd_bench.cpp (bench + report)
-void register_cuda_info(CLI::App& app, Commands& cmds);  // cmd_cuda_info.cpp
-void register_testrom(CLI::App& app, Commands& cmds);    // cmd_testrom.cpp
+void register_verify(CLI::App& app, Commands& cmds);      // cmd_verify.cpp
+void register_bench(CLI::App& app, Commands& cmds);       // cmd_bench.cpp (bench + report)
+void register_cuda_info(CLI::App& app, Commands& cmds);   // cmd_cuda_info.cpp
+void register_testrom(CLI::App& app, Commands& cmds);     // cmd_testrom.cpp
+void register_divergence(CLI::App& app, Commands& cmds);  // cmd_divergence.cpp
 
 // gbx-synth (synth_*.cpp; their shared helpers: synth_common.h)
 void register_emit(CLI::App& app, Commands& cmds);

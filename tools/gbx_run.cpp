@@ -12,5 +12,6 @@ int main(int argc, char** argv) {
   gbx::tool::register_bench(app, cmds);
   gbx::tool::register_cuda_info(app, cmds);
   gbx::tool::register_testrom(app, cmds);
+  gbx::tool::register_divergence(app, cmds);
   return gbx::tool::dispatch(app, cmds, argc, argv);
 }

@@ -384,10 +384,11 @@ class SpecEmitter {
       if (!slot[k.addr]) slot[k.addr] = (uint16_t)++slots;
       const char* window = k.addr < 0x4000u ? "rom0" : "romx";
       std::snprintf(buf, sizeof buf,
-                    "      if (room > %d && bus.%s == bus.rom + 0x%llXu) return spec_fn_%zu(%zu, "
-                    "cpu, bus, room);  // block %zu\n",
-                    k.worst, window, (unsigned long long)k.bank * 0x4000ull, k.fn, entry_of[i],
-                    k.index);
+                    "      if (room > %d && bus.%s == bus.rom + 0x%llXu) {\n"
+                    "        GBX_TRACE_UNIT(GBX_TRACE_BLOCK + %zuu);  // divergence meter\n"
+                    "        return spec_fn_%zu(%zu, cpu, bus, room);\n      }\n",
+                    k.worst, window, (unsigned long long)k.bank * 0x4000ull, k.index, k.fn,
+                    entry_of[i]);
       cases[k.addr] += buf;
     }
     // The dispatch: block slot by address, then the bank the block was profiled in and

@@ -12,3 +12,5 @@ typedef unsigned int u32;
 typedef int i32;
 typedef long long i64;
 typedef unsigned long long u64;
+// Divergence meter hook: CUDA kernels only (prelude/cuda.h); nothing on the CPU.
+#define GBX_TRACE_UNIT(u) ((void)0)

@@ -21,3 +21,19 @@ typedef unsigned int u32;
 typedef int i32;
 typedef long long i64;
 typedef unsigned long long u64;
+// Divergence meter hook (docs/internals/divergence.md): GBX_TRACE_UNIT(u) marks each dispatch
+// unit the step loop runs (an opcode handler, a CB handler, a specialized block, a loop-top
+// path). Empty unless the compile defines GBX_DEVICE_TRACE(u): only the CUDA driver test
+// double does (tests/cuda_double/trace.cpp), so NVRTC's kernel never has it.
+#ifdef GBX_DEVICE_TRACE
+#define GBX_TRACE_UNIT(u) GBX_DEVICE_TRACE(u)
+#else
+#define GBX_TRACE_UNIT(u) ((void)0)
+#endif
+#define GBX_TRACE_OP 0u           // + the base opcode
+#define GBX_TRACE_CB 256u         // + the CB opcode
+#define GBX_TRACE_INTERRUPT 512u  // interrupt dispatch
+#define GBX_TRACE_HALTED 513u     // asleep: skip to the next event
+#define GBX_TRACE_STOP_LEAVE 514u
+#define GBX_TRACE_EVENTS 515u  // service_events at the loop top (then the iteration's unit)
+#define GBX_TRACE_BLOCK 1024u  // + the specialized block's index

@@ -3,7 +3,7 @@
 // cuda suites only). Its parts: this file (the device, errors, contexts, the procedure table
 // and the exported symbols), memory.cpp, modules.cpp (images, the host compile), launch.cpp,
 // warps.cpp and fibers.cpp (warp mode), clocks.cpp (streams, events and the vector-clock race
-// checker); shared state: cuda_double.h.
+// checker), trace.cpp (the divergence meter's dispatch trace); shared state: cuda_double.h.
 //
 // - Device: one, with H100 attributes (sm_90, 132 SMs), named "GBX CUDA double (H100
 //   attributes)". An attribute GBX asks for that is not modelled here aborts.

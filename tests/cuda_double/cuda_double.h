@@ -288,6 +288,11 @@ CUresult sync_result();
 CUresult load_module(CUmodule* out, const void* image);
 Module* module_of(CUmodule h);
 
+// The divergence meter's callback slot every loaded module's trace hook reads, and the cache
+// entry of the step module loaded last (trace.cpp).
+void* trace_slot();
+void set_trace_module(const std::string& entry_key);
+
 // Bytes copied host to device and device to host so far (gbx_cuda_double_copied_bytes).
 extern std::atomic<uint64_t> g_copied_h2d, g_copied_d2h;
 

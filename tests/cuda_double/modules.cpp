@@ -28,6 +28,17 @@ static inline unsigned atomicAdd(unsigned* p, unsigned v) {
 }
 struct GbxDoubleDim3 { unsigned x, y, z; };
 static GbxDoubleDim3 threadIdx, blockIdx, blockDim, gridDim;
+// The divergence meter's hook (prelude/cuda.h GBX_TRACE_UNIT; trace.cpp): the unit goes to
+// the callback registered with gbx_cuda_double_set_trace, with the thread's global index.
+struct GbxDoubleTrace { void (*fn)(void*, unsigned, unsigned); void* ctx; };
+static GbxDoubleTrace* gbx_double_trace;
+#define GBX_DEVICE_TRACE(u)                                                        \
+  do {                                                                             \
+    if (gbx_double_trace->fn)                                                      \
+      gbx_double_trace->fn(gbx_double_trace->ctx,                                  \
+                           blockIdx.x * blockDim.x + threadIdx.x, (unsigned)(u));  \
+  } while (0)
+extern "C" void gbx_double_trace_bind(GbxDoubleTrace* t) { gbx_double_trace = t; }
 )";
 
 struct KernelDecl {
@@ -151,7 +162,7 @@ CUresult compile_for_host(const gbx::CacheEntry& entry, const std::string& sha, 
     source += launcher(d) + lane_launcher(d.name, d.param_types.size());
 
   gbx::CpuCompileOptions opts;
-  std::string key_text = "gbx-cuda-double/2\n" + gbx::cpu_compiler_identity() + "\n";
+  std::string key_text = "gbx-cuda-double/3\n" + gbx::cpu_compiler_identity() + "\n";
   for (const auto& a : gbx::cpu_compile_args(opts)) key_text += a + "\n";
   key_text += source;
   const std::string key = gbx::sha256_hex(key_text);
@@ -173,6 +184,13 @@ CUresult compile_for_host(const gbx::CacheEntry& entry, const std::string& sha, 
         {"kind", "gbx-cuda-double host object"}, {"cuda_entry", entry.key}, {"image_sha256", sha}};
     cache.publish(key, {{"source.cpp", source}, {"module.o", object}}, meta, &warnings);
   }
+  auto bind = gbx::jit_load_object("gbx-cuda-double-" + key, object, "gbx_double_trace_bind");
+  if (!bind) {
+    note("loading the host object of cache entry %s failed: %s", entry.key.c_str(),
+         bind.error().message.c_str());
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  reinterpret_cast<void (*)(void*)> (*bind)(trace_slot());
   for (const KernelDecl& d : decls) {
     auto fn = gbx::jit_load_object("gbx-cuda-double-" + key, object, "gbx_double_kernel_" + d.name);
     if (!fn) {
@@ -229,6 +247,7 @@ CUresult load_module(CUmodule* out, const void* image) {
     m->image_sha256 = sha;
     if (CUresult r = compile_for_host(e, sha, *m); r != CUDA_SUCCESS) return r;
     std::lock_guard<std::recursive_mutex> lock(st().mu);
+    if (m->kernels.count("gbx_step")) set_trace_module(e.key);
     *out = reinterpret_cast<CUmodule>(m.get());
     st().modules.push_back(std::move(m));
     return CUDA_SUCCESS;

@@ -1,0 +1,118 @@
+#pragma once
+// The GPU divergence meter without a GPU (docs/internals/divergence.md). The cuda kernel runs
+// on the CUDA driver test double, whose trace hook (templates/prelude/cuda.h GBX_TRACE_UNIT,
+// tests/cuda_double/trace.cpp) reports every dispatch unit each env runs. Envs are grouped
+// into warps as a launch groups them (env e on lane e % 32 of warp e / 32) and a SIMT issue
+// model prices each warp: at its k-th loop iteration every still-running lane runs its own
+// k-th unit, and the warp issues each distinct unit once. Predicted active lanes per issued
+// instruction are comparable to ncu's smsp__thread_inst_executed_per_inst_executed.ratio.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gbx/engine/result.h"
+
+namespace gbx {
+
+// Dispatch unit ids: templates/prelude/cuda.h's GBX_TRACE_*.
+inline constexpr uint32_t kTraceOp = 0;    // + base opcode
+inline constexpr uint32_t kTraceCb = 256;  // + CB opcode
+inline constexpr uint32_t kTraceInterrupt = 512;
+inline constexpr uint32_t kTraceHalted = 513;
+inline constexpr uint32_t kTraceStopLeave = 514;
+inline constexpr uint32_t kTraceEvents = 515;  // a prefix: service_events, then the unit
+inline constexpr uint32_t kTraceBlock = 1024;  // + specialized block index
+
+// "op 3E", "cb 7C", "interrupt", "halted", "stop_leave", "events", "block 12".
+std::string trace_unit_name(uint32_t unit);
+
+// What a unit costs to issue once: its instruction count in the compiled code.
+struct UnitWeights {
+  std::map<uint32_t, double> cost;  // units the code was measured for
+  double fallback = 1;              // any other unit
+  double loop_top = 0;              // every iteration of every running lane (uniform)
+  std::string source;               // what the numbers are ("count", "ptx ...")
+  double at(uint32_t unit) const {
+    const auto it = cost.find(unit);
+    return it == cost.end() ? fallback : it->second;
+  }
+};
+
+// Every unit costs 1: lanes per issued dispatch.
+UnitWeights count_weights();
+
+// Instruction counts from the kernel's PTX (module.ptx of its cache entry) and its source.cu:
+// each opcode's case of gbx_step's dispatch switch, each CB case of execute_cb (plus op CB's
+// own case), each specialized block's code from its entry in its spec_fn, and service_events
+// and interrupt dispatch where they are functions of their own; see divergence.md for the
+// rules. Other loop-top paths cost the median opcode. A PTX without gbx_step's switch: Input.
+Result<UnitWeights> ptx_weights(const std::string& ptx, const std::string& source_cu);
+
+struct SimtCost {
+  double useful = 0;        // sum over lane iterations of the lane's cost
+  double issued = 0;        // sum over warp iterations of the distinct paths' costs
+  uint64_t iterations = 0;  // warp loop iterations
+  uint64_t dispatches = 0;  // lane loop iterations
+  uint64_t warps = 0;
+  uint64_t lanes_seen = 0;  // lanes that ran at least one iteration
+  // Active lanes per issued instruction (32 when every lane runs every unit together).
+  double lanes() const { return issued > 0 ? useful / issued : 0; }
+  double efficiency() const { return lanes() / 32; }
+  SimtCost& operator+=(const SimtCost& o);
+};
+
+// One warp: lanes[i] is lane i's trace in the order it ran (units as above; an events record
+// and op CB are merged into the iteration they open). One cost per weight set.
+std::vector<SimtCost> simt_fold(const std::vector<std::vector<uint32_t>>& lanes,
+                                const std::vector<const UnitWeights*>& weights);
+
+// Collects a launch's trace (thread index, unit) warp by warp: a warp's lanes are folded and
+// dropped when a thread of another warp reports, and at flush().
+class WarpFolder {
+ public:
+  explicit WarpFolder(std::vector<const UnitWeights*> weights);
+  void record(uint32_t thread, uint32_t unit);
+  // Folds what is held and returns the sums since the last flush.
+  std::vector<SimtCost> flush();
+
+ private:
+  void fold();
+  std::vector<const UnitWeights*> weights_;
+  std::vector<std::vector<uint32_t>> lanes_;
+  int64_t warp_ = -1;
+  std::vector<SimtCost> sum_;
+};
+
+struct DivergenceOptions {
+  std::string rom;
+  std::string load_state;  // every env starts from it ("" = post-boot)
+  int warps = 4;           // envs = warps * 32
+  int frames_per_step = 24;
+  int release_after_frames = 8;  // as scripts/bench-gpu's games runs
+  int steps = 21;
+  std::vector<int> measure;  // 1-based steps traced (empty: every step)
+  std::string actions = "random";
+  uint64_t seed = 1;
+  std::string specialize = "off";  // off | profile:FILE (rom_specializer.cpp)
+  std::string stage = "emulate_only";
+};
+
+struct DivergenceStep {
+  int step = 0;  // 1-based
+  SimtCost ptx, count;
+};
+
+struct DivergenceResult {
+  std::string kernel_entry;      // the cache entry the double ran
+  UnitWeights ptx_unit_weights;  // from its module.ptx (DivergenceStep::ptx)
+  std::vector<DivergenceStep> steps;
+};
+
+// Runs the options on the cuda backend, which must be the CUDA driver double: anything else
+// (a real driver, none) is an error in one line. progress gets a line per step.
+Result<DivergenceResult> run_divergence(const DivergenceOptions& o,
+                                        const std::function<void(const std::string&)>& progress);
+
+}  // namespace gbx

@@ -1,0 +1,175 @@
+// The divergence meter (gbx/runtime/divergence.h): the SIMT issue model on hand-made traces,
+// and end to end on the CUDA driver double (CTest puts it on LD_LIBRARY_PATH for this suite):
+// lockstep envs give 32 lanes, and a warp split between two equal loops gives what the model
+// says for the kernel's own weights.
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "gbx/runtime/divergence.h"
+#include "gbx/runtime/rom_builder.h"
+#include "nvrtc_available.h"
+#include "test_util.h"
+
+using namespace gbx;
+
+namespace {
+
+const UnitWeights kCount = count_weights();
+
+SimtCost fold1(const std::vector<std::vector<uint32_t>>& lanes, const UnitWeights& w = kCount) {
+  return simt_fold(lanes, {&w})[0];
+}
+
+}  // namespace
+
+TEST_CASE("simt model: lockstep lanes give 32, each distinct unit of an iteration issues once") {
+  const std::vector<uint32_t> trace = {0x3C, 0x18, kTraceEvents, 0x3C, 0xCB, kTraceCb + 0x7C};
+  CHECK(fold1(std::vector<std::vector<uint32_t>>(32, trace)).lanes() == doctest::Approx(32));
+
+  // Half the lanes run INC B, half INC C, then all JR: 64 lane-units for 3 issues.
+  std::vector<std::vector<uint32_t>> split(32);
+  for (int l = 0; l < 32; ++l)
+    for (int i = 0; i < 10; ++i) {
+      split[l].push_back(l % 2 ? 0x04 : 0x0C);
+      split[l].push_back(0x18);
+    }
+  SimtCost c = fold1(split);
+  CHECK(c.lanes() == doctest::Approx(64.0 / 3));
+  CHECK(c.iterations == 20);
+  CHECK(c.dispatches == 640);
+
+  // Weights: INC B 2, INC C 6, JR 4 -> per pair useful 16*2 + 16*6 + 32*4, issued 12.
+  UnitWeights w;
+  w.cost = {{0x04, 2}, {0x0C, 6}, {0x18, 4}};
+  CHECK(fold1(split, w).lanes() == doctest::Approx((32.0 + 96 + 128) / 12));
+  // A uniform loop top adds to every iteration of every lane, issued once.
+  w.loop_top = 10;
+  CHECK(fold1(split, w).lanes() == doctest::Approx((32.0 + 96 + 128 + 640) / 32));
+
+  // One lane alone: 1 lane per issue; lanes that stop early leave the rest running alone.
+  std::vector<std::vector<uint32_t>> one(32);
+  one[7] = {1, 2, 3};
+  CHECK(fold1(one).lanes() == doctest::Approx(1));
+  std::vector<std::vector<uint32_t>> ragged(32, std::vector<uint32_t>(4, 0x00));
+  ragged[0].resize(12, 0x00);  // 4 iterations of 32 lanes, then 8 of one: 136 / 12
+  CHECK(fold1(ragged).lanes() == doctest::Approx(136.0 / 12));
+}
+
+TEST_CASE("simt model: events and op CB open the iteration of the unit that follows") {
+  // Lane 0 services events before its INC A; lane 1 runs CB 7C (op CB then its CB unit).
+  std::vector<std::vector<uint32_t>> lanes(2);
+  lanes[0] = {kTraceEvents, 0x3C, 0x3C};
+  lanes[1] = {0xCB, kTraceCb + 0x7C, 0x3C};
+  UnitWeights w;
+  w.cost = {{kTraceEvents, 5}, {0x3C, 1}, {kTraceCb + 0x7C, 3}};
+  const SimtCost c = fold1(lanes, w);
+  CHECK(c.iterations == 2);
+  // Iteration 1: events (5) + INC A (1) + CB 7C (3) issued; useful 6 + 3. Iteration 2: 1, 2.
+  CHECK(c.issued == doctest::Approx(10));
+  CHECK(c.useful == doctest::Approx(11));
+  CHECK(trace_unit_name(kTraceCb + 0x7C) == "cb 7C");
+  CHECK(trace_unit_name(kTraceBlock + 12) == "block 12");
+}
+
+TEST_CASE("the warp folder groups threads as a launch does (thread t on lane t % 32)") {
+  WarpFolder f({&kCount});
+  // Warp 0: lanes 0 and 1 on different units; warp 1: lanes 32 and 33 together.
+  f.record(0, 1);
+  f.record(1, 2);
+  f.record(32, 5);
+  f.record(33, 5);
+  const SimtCost c = f.flush()[0];
+  CHECK(c.warps == 2);
+  CHECK(c.lanes() == doctest::Approx(4.0 / 3));
+  CHECK(f.flush()[0].warps == 0);
+}
+
+// The split ROM: P1 read once; a pressed button sends the env to INC C; JR, the others to
+// INC B; JR (same iterations, so the two groups stay in step). LCD off and DI: no events.
+std::vector<uint8_t> split_rom() {
+  RomSpec s;
+  s.program = {0xF3,               // DI
+               0xAF,               // XOR A
+               0xE0, 0x40,         // LDH (40),A: LCD off
+               0xE0, 0x00,         // LDH (00),A: both button groups
+               0xF0, 0x00,         // LDH A,(00)
+               0xE6, 0x0F,         // AND 0F
+               0xFE, 0x0F,         // CP 0F
+               0x20, 0x03,         // JR NZ,pressed
+               0x04, 0x18, 0xFD,   // idle: INC B; JR idle
+               0x0C, 0x18, 0xFD};  // pressed: INC C; JR pressed
+  return build_rom(s);
+}
+
+TEST_CASE("divergence on the double: lockstep is 32 lanes, a split warp what the model says") {
+  GBX_REQUIRE_NVRTC();
+  if (!std::getenv("GBX_TEST_CUDA_DOUBLE_DIR")) GBX_SKIP("not run on the CUDA driver double");
+  test::TempDir dir;
+  const auto rom = dir.path / "split.gb";
+  const auto bytes = split_rom();
+  std::ofstream(rom, std::ios::binary).write((const char*)bytes.data(), (long)bytes.size());
+  // Odd envs press every button, even envs none.
+  const auto actions = dir.path / "actions.bin";
+  {
+    std::ofstream a(actions, std::ios::binary);
+    for (int e = 0; e < 32; ++e) a.put(e % 2 ? (char)0xFF : (char)0x00);
+  }
+  DivergenceOptions o;
+  o.rom = rom.string();
+  o.warps = 1;
+  o.frames_per_step = 2;
+  o.release_after_frames = -1;
+  o.steps = 1;
+  o.actions = "none";
+  auto lock = run_divergence(o, nullptr);
+  REQUIRE_MESSAGE(lock.ok(), (lock.ok() ? "" : lock.error().message));
+  REQUIRE(lock->steps.size() == 1);
+  CHECK(lock->steps[0].step == 1);
+  CHECK(lock->steps[0].ptx.lanes() == doctest::Approx(32));
+  CHECK(lock->steps[0].count.lanes() == doctest::Approx(32));
+  CHECK(lock->steps[0].count.lanes_seen == 32);
+  // Two frames of INC; JR pairs (16 T-cycles): about 70224 * 2 / 8 loop iterations a lane.
+  CHECK(lock->steps[0].count.iterations > 17000);
+
+  o.actions = actions.string();
+  auto split = run_divergence(o, nullptr);
+  REQUIRE_MESSAGE(split.ok(), (split.ok() ? "" : split.error().message));
+  const SimtCost& count = split->steps[0].count;
+  const SimtCost& ptx = split->steps[0].ptx;
+  // The step is the loop but for 8 shared set-up iterations (the groups leave the JR NZ in
+  // step; the step's end, by cycles, would leave them out of step for the next one): each INC
+  // iteration issues two units for 32 lanes, each JR one.
+  CHECK(count.lanes() == doctest::Approx(64.0 / 3).epsilon(0.002));
+  const UnitWeights& w = split->ptx_unit_weights;
+  CHECK(w.at(0x04) > 0);
+  CHECK(w.at(0x18) > 0);
+  const double useful = 16 * w.at(0x04) + 16 * w.at(0x0C) + 32 * w.at(0x18) + 64 * w.loop_top;
+  const double issued = w.at(0x04) + w.at(0x0C) + w.at(0x18) + 2 * w.loop_top;
+  CHECK(ptx.lanes() == doctest::Approx(useful / issued).epsilon(0.002));
+  CHECK(ptx.lanes() < 31);
+}
+
+TEST_CASE("divergence refuses bad options in one line") {
+  DivergenceOptions o;
+  o.rom = "builtin:ALU_LOOP";
+  o.warps = 0;
+  auto r = run_divergence(o, nullptr);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message == "--warps must be 1..4096");
+  o.warps = 1;
+  o.steps = 3;
+  o.measure = {4};
+  r = run_divergence(o, nullptr);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message.find("--measure: step 4") != std::string::npos);
+}
+
+TEST_CASE("gbx-run divergence without the double: one line, exit 3") {
+  // No double on the library path: none found here, a real driver on a GPU machine.
+  const auto r = test::run_command("env LD_LIBRARY_PATH= " + test::tool("gbx-run") +
+                                   " divergence --rom builtin:ALU_LOOP");
+  CHECK(r.exit_code == 3);
+  CHECK(r.output.find("divergence runs the cuda kernel on the double") != std::string::npos);
+  CHECK(test::count_lines(r.output) == 1);
+}

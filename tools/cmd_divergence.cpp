@@ -1,0 +1,98 @@
+// gbx-run divergence: predicted SIMT efficiency of the cuda kernel, measured without a GPU on
+// the CUDA driver double (gbx/runtime/divergence.h, docs/internals/divergence.md).
+#include <cstdio>
+#include <sstream>
+
+#include "commands.h"
+#include "gbx/runtime/divergence.h"
+#include "tool_common.h"
+
+namespace {
+
+using namespace gbx;
+
+struct DivergenceCli {
+  DivergenceOptions o;
+  std::string measure;
+  std::string actions = "random,none";
+};
+
+Result<std::vector<int>> parse_steps(const std::string& list) {
+  std::vector<int> out;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size())
+      return make_error(ErrorKind::Usage, "--measure: '" + item + "' is not a step number");
+    out.push_back(v);
+  }
+  return out;
+}
+
+int cmd_divergence(DivergenceCli& c) {
+  auto measure = parse_steps(c.measure);
+  if (!measure) return tool::fail(measure.error());
+  c.o.measure = measure.value();
+  std::vector<std::string> policies;
+  std::stringstream ss(c.actions);
+  for (std::string p; std::getline(ss, p, ',');) policies.push_back(p);
+  if (policies.empty())
+    return tool::fail(make_error(ErrorKind::Usage, "--actions names no policy"));
+  for (const std::string& p : policies) {
+    DivergenceOptions o = c.o;
+    o.actions = p;
+    auto r = run_divergence(o, nullptr);
+    if (!r) return tool::fail(r.error());
+    if (&p == &policies.front())
+      std::printf("%-8s %5s %8s %7s %8s %10s %10s\n", "actions", "step", "lanes", "eff", "lanes#",
+                  "disp/lane", "warp_iters");
+    for (const DivergenceStep& s : r->steps)
+      std::printf("%-8s %5d %8.2f %6.1f%% %8.2f %10.0f %10llu\n", p.c_str(), s.step, s.ptx.lanes(),
+                  100 * s.ptx.efficiency(), s.count.lanes(),
+                  s.count.lanes_seen ? (double)s.count.dispatches / (double)s.count.lanes_seen : 0,
+                  (unsigned long long)s.count.iterations);
+    std::printf("# %s: kernel %s, %d warps (%d envs), weights %s\n", p.c_str(),
+                r->kernel_entry.substr(0, 16).c_str(), o.warps, o.warps * 32,
+                r->ptx_unit_weights.source.c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+namespace gbx::tool {
+
+void register_divergence(CLI::App& app, Commands& cmds) {
+  static DivergenceCli d;
+  auto* c = app.add_subcommand(
+      "divergence",
+      "predict the cuda kernel's SIMT efficiency on the CUDA driver double (no GPU): "
+      "lanes = active lanes per issued instruction, as ncu's thread_inst_executed ratio");
+  c->add_option("--rom", d.o.rom, "ROM file or builtin:NAME")->required();
+  c->add_option("--load-state", d.o.load_state, "save state every env starts from");
+  c->add_option("--warps", d.o.warps, "warps measured (envs = 32 x warps)")->capture_default_str();
+  c->add_option("--frames-per-step", d.o.frames_per_step, "frames per step (one launch)")
+      ->capture_default_str();
+  c->add_option("--release-after-frames", d.o.release_after_frames,
+                "buttons released after this many frames of a step (< 0: held)")
+      ->capture_default_str();
+  c->add_option("--steps", d.o.steps, "steps run")->capture_default_str();
+  c->add_option("--measure", d.measure, "steps traced, e.g. 1,21 (default: every step)");
+  c->add_option("--actions", d.actions, "policies, each run in turn: random, none, a file")
+      ->capture_default_str();
+  c->add_option("--seed", d.o.seed, "random actions' seed")->capture_default_str();
+  c->add_option("--specialize", d.o.specialize, "off or profile:FILE (a ROM-specialized kernel)")
+      ->capture_default_str();
+  c->add_option("--stage", d.o.stage, "stage compiled")->capture_default_str();
+  cmds.emplace_back(c, [] { return cmd_divergence(d); });
+}
+
+}  // namespace gbx::tool

@@ -28,6 +28,7 @@ from ._native import CompileError, NoDeviceError
 from .actions import CODECS
 from .games import make
 from .ramsearch import RamSearch
+from .save_states import ScreenlessStateWarning, state_has_screen
 from .scripting import Script, ScriptError, ScriptTimeout, script
 from .vec_env import CacheWarning, RomWarning, VecEnv
 from .video import record_video
@@ -65,5 +66,7 @@ __all__ = [
     "ENV_ID",
     "games",
     "make",
+    "ScreenlessStateWarning",
+    "state_has_screen",
 ]
 __version__ = "0.1.0"

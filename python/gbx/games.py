@@ -21,7 +21,9 @@ with ``+``) for n frames and releases it; ``("wait", n)`` runs n frames with not
 reward/done language of :mod:`gbx.expressions`, compiled into a kernel) is non-zero, and
 raises :class:`RecipeTimeout` if it is still zero after ``max_frames``. :func:`start_state`
 runs a recipe from power-on on one env and returns the state; :func:`make` makes every reset
-return to it (``set_reset_state``), so episodes start where the recipe ends.
+return to it (``set_reset_state``), so episodes start where the recipe ends. The recipe runs
+on a kernel that draws, with the env's ``ppu`` model, so the state holds the recipe's last
+screen and the first observation after ``reset()`` is that screen (docs/guide/states.md).
 
 Rewards are kernel expressions (``reward`` over ``track``), computed on the device with every
 other output: the builtins ``popcount``/``sum``/``bcd``/``seen``/``seen_count``
@@ -339,12 +341,25 @@ def _positive_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1
 
 
-def start_state(rom, recipe: Sequence, device: str = "cpu") -> bytes:
+def start_state(rom, recipe: Sequence, device: str = "cpu", ppu: str = "fifo") -> bytes:
     """Runs ``recipe`` (:func:`gbx.script` steps) on one env of ``rom`` from power-on and
-    returns its state (bytes); a condition that never holds raises :class:`RecipeTimeout`."""
+    returns its state (bytes); a condition that never holds raises :class:`RecipeTimeout`.
+
+    The recipe runs on a kernel that draws with the pixel model ``ppu`` (``"fifo"`` or
+    ``"line"``, as :class:`gbx.VecEnv`), so the state holds the screen at the recipe's end
+    as an env with that model shows it (:func:`gbx.save_states.state_has_screen` is True);
+    ``device="mgba"`` keeps no screen."""
     check_recipe(recipe)
+    draws = device != "mgba"  # mGBA's states carry no GBX framebuffer
     env = VecEnv(
-        rom, 1, device=device, frames_per_step=1, release_after_frames=1, obs={"ram": [0xC000]}
+        rom,
+        1,
+        device=device,
+        frames_per_step=1,
+        release_after_frames=1,
+        obs={"ram": [0xC000]},
+        render_mode="rgb_array" if draws else None,
+        ppu=ppu,
     )
     try:
         env.reset(seed=0)
@@ -429,10 +444,12 @@ def make(
     args.update(kwargs)
     state = None
     if start and profile.start:
-        device = args.get("device", "cpu")
-        key = (rom_sha1(spec), tuple(tuple(s) for s in profile.start), device)
+        # Made with the env's pixel model: the first observation after reset() is the screen
+        # an env with that model showed at the recipe's end.
+        device, ppu = args.get("device", "cpu"), args.get("ppu", "fifo")
+        key = (rom_sha1(spec), tuple(tuple(s) for s in profile.start), device, ppu)
         if key not in _START_CACHE:
-            _START_CACHE[key] = start_state(spec, profile.start, device=device)
+            _START_CACHE[key] = start_state(spec, profile.start, device=device, ppu=ppu)
         state = _START_CACHE[key]
     env = GameEnv(spec, num_envs, obs=obs, **args)
     env.profile = profile

@@ -270,7 +270,10 @@ def import_state(state: bytes | str | os.PathLike, rom: str | bytes | os.PathLik
 
     # PPU flags the renderer keeps: bit 1, the window's WY matched this frame; bit 2 (the frame
     # in progress is the first after an LCD on, not shown) clear: PyBoy's state does not say.
-    put("lcd_flags", (fields["lcd_flags"][0] & ~0x06) | (0x02 if p.wy_activated_frame else 0))
+    # Bits 3 and 4 set: the framebuffers are not imported, so the state holds no screen
+    # (templates/hw/lcd.h GBX_LCD_FLAG_NO_SCREEN, GBX_LCD_FLAG_BACK_STALE).
+    wy = 0x02 if p.wy_activated_frame else 0
+    put("lcd_flags", (fields["lcd_flags"][0] & ~0x06) | wy | 0x18)
 
     # Memory.
     M = _native

@@ -1,10 +1,58 @@
 """Save states of a :class:`gbx.VecEnv` (its methods, from :class:`SaveStates`): saving and
 loading one env's machine, copying one env into others on the device, and what resets return
-envs to (one state, one per env, or a pool drawn from each env's random stream)."""
+envs to (one state, one per env, or a pool drawn from each env's random stream).
+
+A state holds the env's two framebuffers (the screen and the frame in progress) and says
+whether they are real: :func:`state_has_screen`. An env whose kernel draws nothing (no pixel
+observation, no ``render_mode``) does not keep them, so its states say they hold no screen; a
+drawing env given one warns (:class:`ScreenlessStateWarning`) and shows the framebuffer the
+state holds until it has drawn a frame whole (docs/guide/states.md)."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
+
+# Save-state blob layout (runtime/include/gbx/runtime/save_state.h): a 56-byte header (magic
+# at 0, payload kind at 45: 0 = kernel fields), then a u32 record count and the records.
+_HEADER = 56
+_KIND_KERNEL = 0
+# lcd_flags bits (templates/hw/lcd.h): GBX_LCD_FLAG_NO_SCREEN.
+_LCD_FLAG_NO_SCREEN = 0x08
+
+
+class ScreenlessStateWarning(UserWarning):
+    """A state that holds no screen (saved after a kernel that draws nothing ran the env)
+    given to an env that draws: its first observations show the framebuffer the state
+    holds, not the screen at that point (docs/guide/states.md)."""
+
+
+def state_has_screen(blob) -> bool | None:
+    """Whether save state ``blob`` holds the screen a drawing env showed at that point: True
+    for a state saved by an env that draws (pixel observations or ``render_mode``), or made
+    by :func:`gbx.games.start_state`, or the power-on state; False once a kernel that draws
+    nothing has run the env (its framebuffers were left as they were); None for a state that
+    holds no GBX framebuffer (``device="mgba"``). Raises ValueError for bytes that are not a
+    GBX save state."""
+    data = _as_blob(blob)
+    if len(data) < _HEADER + 4 or data[:4] != b"GBXS":
+        raise ValueError("not a GBX save state (no GBXS header)")
+    if data[45] != _KIND_KERNEL:
+        return None
+    pos, count = _HEADER + 4, int.from_bytes(data[_HEADER : _HEADER + 4], "little")
+    for _ in range(count):
+        if pos >= len(data):
+            break
+        name_len = data[pos]
+        name = data[pos + 1 : pos + 1 + name_len]
+        pos += 1 + name_len
+        size = int.from_bytes(data[pos : pos + 4], "little")
+        pos += 4
+        if name == b"lcd_flags" and size >= 1 and pos < len(data):
+            return not data[pos] & _LCD_FLAG_NO_SCREEN
+        pos += size
+    raise ValueError("not a GBX save state (truncated, or no lcd_flags record)")
 
 
 class SaveStates:
@@ -29,7 +77,9 @@ class SaveStates:
         (the arrays from the last step/reset, which are views) are refreshed from the loaded
         state and its frame stack is refilled."""
         i = self._index(i)
-        self._live().load_state(i, _as_blob(blob))
+        blob = _as_blob(blob)
+        self._live().load_state(i, blob)
+        self._warn_screenless([blob], f"load_state({i})")
         mask = np.zeros(self.num_envs, dtype=bool)
         mask[i] = True
         self._clear_episode(mask)
@@ -84,6 +134,7 @@ class SaveStates:
                 except ValueError as e:
                     raise ValueError(f"reset state pool ({k} states): {e}") from None
             self._pool, self._pool_index = pool_blobs, None
+            self._warn_screenless(pool_blobs, f"reset state pool ({k} states)")
             return
         self._pool = self._pool_index = None
         if blobs is None:
@@ -96,7 +147,26 @@ class SaveStates:
                 raise ValueError(
                     f"set_reset_state takes one blob or {self.num_envs} (one per env), got {len(blobs)}"
                 )
-        native.set_reset_state([_as_blob(b) for b in blobs])
+        blobs = [_as_blob(b) for b in blobs]
+        native.set_reset_state(blobs)
+        self._warn_screenless(blobs, "set_reset_state")
+
+    def _warn_screenless(self, blobs: list[bytes], what: str) -> None:
+        """A :class:`ScreenlessStateWarning` when this env draws and some of ``blobs`` (already
+        accepted by the backend) hold no screen."""
+        if not self._draws:
+            return
+        bad = sum(1 for b in blobs if state_has_screen(b) is False)
+        if bad:
+            which = "the state holds" if len(blobs) == 1 else f"{bad} of {len(blobs)} states hold"
+            warnings.warn(
+                f"{what}: {which} no screen (gbx.state_has_screen: an env that draws nothing "
+                "ran it, or it was imported), so the observations show the framebuffer it "
+                "holds until this env has drawn a frame whole (1 or 2 frames on); make the "
+                "state with an env that draws to start on its screen (docs/guide/states.md)",
+                ScreenlessStateWarning,
+                stacklevel=3,
+            )
 
     def _draw_reset_states(self, mask: np.ndarray | None) -> None:
         """reset_states: each env in ``mask`` (None: all) draws its pool entry for this reset;

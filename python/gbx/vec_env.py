@@ -194,6 +194,8 @@ class VecEnv(SaveStates, gym.vector.VectorEnv):
         self.copy = bool(copy)
         self.render_mode = render_mode
         self._has_done = done is not None
+        # The kernel draws (keeps the framebuffers): pixel observations or render().
+        self._draws = bool(self._obs_spec.pixels) or render_mode == "rgb_array"
 
         self.frame_stack = self._obs_spec.frame_stack
         self.single_observation_space = self._obs_spec.space()

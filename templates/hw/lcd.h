@@ -21,6 +21,15 @@
 #define GBX_LCD_FLAG_FRONT 0x01   // which of the two buffers is the front (last complete frame)
 #define GBX_LCD_FLAG_WY_HIT 0x02  // LY equalled WY on some line of this frame (window may show)
 #define GBX_LCD_FLAG_SKIP 0x04    // this frame is the first after LCD on: not drawn, not shown
+// A kernel that draws nothing leaves both buffers as they were, so once it has run an env its
+// buffers are not the screen; these two bits say so in the state, for the drawing env that
+// loads it (docs/guide/states.md). Kernels that draw nothing set both at the end of a step
+// that ran; a drawing kernel's VBlank swap passes BACK_STALE on to NO_SCREEN (the frame it
+// shows was drawn from its top line only if the back buffer was not stale) and clears
+// BACK_STALE (the next frame is drawn from line 0); switching the LCD off, which blanks both
+// buffers, clears both. Nothing else reads them: no emulated behaviour depends on them.
+#define GBX_LCD_FLAG_NO_SCREEN 0x08   // the front buffer is not the screen a drawing env showed
+#define GBX_LCD_FLAG_BACK_STALE 0x10  // the frame in progress lacks lines drawn before it ran
 // A step can end a little after its target (the last instruction or interrupt dispatch runs
 // to completion); frames whose VBlank falls in that overshoot must be drawn too.
 #define GBX_LCD_STEP_SLACK 256
@@ -73,6 +82,15 @@ GBX_FN bool lcd_frame_needed(const Machine& b, i64 vblank) {
   i64 r = (b.lcd_step_end + GBX_LCD_STEP_SLACK - vblank) % b.lcd_period;
   if (r < 0) r += b.lcd_period;
   return r < GBX_FRAME_CYCLES + GBX_LCD_STEP_SLACK;
+}
+
+// lcd_flags after a VBlank (both renderers): the drawn frame becomes the front one, except the
+// first after LCD on, whose VBlank leaves the blank front buffer in place.
+GBX_FN u8 lcd_vblank_flags(u8 f) {
+  const u8 keep = (u8)(f & ~(GBX_LCD_FLAG_WY_HIT | GBX_LCD_FLAG_SKIP | GBX_LCD_FLAG_BACK_STALE));
+  if (f & GBX_LCD_FLAG_SKIP) return keep;
+  const u8 stale = (f & GBX_LCD_FLAG_BACK_STALE) ? (u8)GBX_LCD_FLAG_NO_SCREEN : (u8)0;
+  return (u8)(((keep ^ GBX_LCD_FLAG_FRONT) & ~GBX_LCD_FLAG_NO_SCREEN) | stale);
 }
 
 GBX_FN u8 lcd_vram(const Machine& b, u32 addr) { return mem_at(b, GBX_MEM_VRAM + addr); }
@@ -210,10 +228,7 @@ GBX_NOINLINE void lcd_catch_up_slow(Machine& b, i64 now) {
       if (!(b.lcd_flags & GBX_LCD_FLAG_SKIP) && lcd_frame_needed(b, vblank))
         lcd_draw_line(b, (u32)line, lcd_buffer(b, false) + line * GBX_LCD_ROW_BYTES);
     } else {
-      // VBlank: the drawn frame becomes the front one, except the first after LCD on, whose
-      // VBlank leaves the blank front buffer in place.
-      const u8 swap = (b.lcd_flags & GBX_LCD_FLAG_SKIP) ? (u8)0 : (u8)GBX_LCD_FLAG_FRONT;
-      b.lcd_flags = (u8)((b.lcd_flags ^ swap) & ~(GBX_LCD_FLAG_WY_HIT | GBX_LCD_FLAG_SKIP));
+      b.lcd_flags = lcd_vblank_flags(b.lcd_flags);
       b.lcd_win_line = 0;
       lcd_vblank_swapped(b, t);
     }
@@ -240,7 +255,7 @@ GBX_NOINLINE void lcd_lcdc_written(Machine& b) {
     // Both buffers: the front shows the blank screen, the back keeps no half-drawn frame.
     lcd_clear(lcd_buffer(b, true));
     lcd_clear(lcd_buffer(b, false));
-    b.lcd_flags &= (u8)~GBX_LCD_FLAG_SKIP;
+    b.lcd_flags &= (u8) ~(GBX_LCD_FLAG_SKIP | GBX_LCD_FLAG_NO_SCREEN | GBX_LCD_FLAG_BACK_STALE);
     b.lcd_next = GBX_NEVER;
   } else if (!was_on && on) {
     b.lcd_flags = (u8)((b.lcd_flags & ~GBX_LCD_FLAG_WY_HIT) | GBX_LCD_FLAG_SKIP);

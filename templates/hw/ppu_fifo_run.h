@@ -198,8 +198,7 @@ GBX_NOINLINE void lcd_catch_up_slow(Machine& b, i64 now) {
     if (line >= 144) {
       // As the line renderer's (hw/lcd.h): the first frame after LCD on is not shown (its
       // VBlank leaves the blank front buffer in place).
-      const u8 swap = (b.lcd_flags & GBX_LCD_FLAG_SKIP) ? (u8)0 : (u8)GBX_LCD_FLAG_FRONT;
-      b.lcd_flags = (u8)((b.lcd_flags ^ swap) & ~(GBX_LCD_FLAG_WY_HIT | GBX_LCD_FLAG_SKIP));
+      b.lcd_flags = lcd_vblank_flags(b.lcd_flags);
       b.lcd_win_line = 0;
       lcd_vblank_swapped(b, frame_start + 144 * GBX_LINE_DOTS);
       f.active = 0;

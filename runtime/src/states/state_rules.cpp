@@ -245,6 +245,9 @@ std::string seen_check(const View& v) {
   return "";
 }
 
+// In GBX_STATE_FIELDS order, one entry per record (a new field: one entry). The rules run in
+// this order and stop at the first failure, so cycle_count (then instr_count) is in range
+// before the rules that compare with it: no cycle_count + slack overflows.
 const std::vector<Rule>& rules() {
   static const std::vector<Rule> t = {
       any("pc"),

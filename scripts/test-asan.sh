@@ -8,6 +8,9 @@
 #   2. Suites on the CUDA driver double (test_cuda_double, test_cuda_backend_on_double):
 #      the cuda backend's host code, with NVRTC as scripts/test.sh's step 3 has it (toolkit,
 #      or the wheel in $VIRTUAL_ENV). Without NVRTC, step 2 is skipped with a line saying so.
+#   Crafted save states run in both steps: test_state_fuzz (cpu backend, both pixel models, and
+#   the probe states written into a kernel without the loader) in step 1, and
+#   test_cuda_backend's fuzz case (tests/test_cuda_backend/state_fuzz.cpp) in step 2.
 #   GBX_ASAN_KERNEL_CACHE=DIR (scripts/test.sh passes build/test-cache, filled by the normal
 #   suite) is copied into build-asan/test-cache before step 1, so the kernels compiled there
 #   are cache hits here instead of minutes of uninstrumented compiling.

@@ -159,12 +159,20 @@ GBX_FN i64 lcd_fifo_after_line(i64 frame_start, i64 line) {
 // else the next line or VBlank.
 GBX_FN i64 lcd_next_after(Machine& b, i64 after) {
   const i64 epoch = GBX_COLD(b, ppu_epoch);
-  if (after < epoch) return lcd_fifo_due(lcd_fifo_line_start(epoch, 0), 0);
+  LcdFifo f;
+  lcd_fifo_load(b, f);
+  if (after < epoch) {
+    // Before the frame starts no line is in progress (never so on a valid state: the LCD's
+    // switch-on idles the record); a loaded one is forgotten, as a stale line is below.
+    if (f.active) {
+      f.active = 0;
+      lcd_fifo_store(b, f);
+    }
+    return lcd_fifo_due(lcd_fifo_line_start(epoch, 0), 0);
+  }
   const i64 pos = (after - epoch) % GBX_FRAME_CYCLES;
   const i64 frame_start = after - pos;
   const i64 line = pos / GBX_LINE_DOTS, dot = pos % GBX_LINE_DOTS;
-  LcdFifo f;
-  lcd_fifo_load(b, f);
   if (line >= 144) return lcd_fifo_due(lcd_fifo_line_start(frame_start + GBX_FRAME_CYCLES, 0), 0);
   const i64 start = lcd_fifo_line_start(frame_start, line);
   if (f.line == (u8)line) {
@@ -179,7 +187,10 @@ GBX_FN i64 lcd_next_after(Machine& b, i64 after) {
   return lcd_fifo_after_line(frame_start, line);
 }
 
+// x is 0-159 on every valid trajectory; the clamp keeps a write inside the row whatever a
+// loaded state holds (the loader refuses such states: runtime/src/states/state_rules.cpp).
 GBX_FN void lcd_fifo_put_pixel(u8* GBX_RESTRICT row, u32 x, u32 shade) {
+  x = x < 159u ? x : 159u;
   const u32 shift = 6u - 2u * (x & 3u);
   row[x >> 2] = (u8)((row[x >> 2] & ~(3u << shift)) | (shade << shift));
 }
@@ -364,7 +375,10 @@ GBX_FN bool lcd_fifo_object_abortable(const LcdFifo& f) {
 // pixel 0 reads them earlier in its wait (lcd_fifo_object_hi_left).
 GBX_FN void lcd_fifo_object_reads(Machine& b, LcdFifo& f, u32 ly, u8 lcdc, const u8* sel) {
   if (!(f.win & GBX_FIFO_WIN_OBJ)) return;
-  const u32 o = sel[f.obj_next - 1u];
+  // obj_next is 1-10 while a fetch is under way; clamped, and the OAM index masked to 0-63,
+  // so no loaded state reads outside sel or OAM (the loader refuses such states).
+  const u32 k = f.obj_next - 1u;
+  const u32 o = sel[k < 9u ? k : 9u] & 63u;
   const u32 hi = (f.win & GBX_FIFO_WIN_OBJ_EARLY) ? lcd_fifo_object_hi_left(b, f, o) : 0u;
   if (f.stall == hi + GBX_FIFO_OBJ_LO_LEFT && f.fstep >= 5) {
     // Data low, kept in the fetcher's tile number (read already: the wait lets the fetcher

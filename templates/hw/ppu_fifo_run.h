@@ -5,7 +5,7 @@
 #if GBX_RENDER
 // Runs line `ly`'s pipeline until it has run `until` dots of mode 3 or drawn its 160 pixels.
 GBX_NOINLINE void lcd_fifo_run(Machine& b, LcdFifo& f, u32 ly, i64 until, u8* GBX_RESTRICT row) {
-  u8 sel[10];
+  u8 sel[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};  // defined past nobj (lcd_fifo_object_reads)
   const u32 nobj = lcd_fifo_objects(b, ly, f.scan_lcdc, sel);
   i64 dot = (i64)f.dot_lo | (i64)f.dot_hi << 8;
   for (; dot < until && f.x < 160u; ++dot) {
@@ -192,7 +192,8 @@ GBX_NOINLINE void lcd_catch_up_slow(Machine& b, i64 now) {
   while (b.lcd_next <= now) {
     const i64 done = f.active ? ((i64)f.dot_lo | (i64)f.dot_hi << 8) : 0;
     const i64 start = b.lcd_next - 1 + GBX_FIFO_WRITE_DOT - done;  // its mode 3 (or VBlank)
-    const i64 pos = (start - epoch) % GBX_FRAME_CYCLES;
+    i64 pos = (start - epoch) % GBX_FRAME_CYCLES;
+    if (pos < 0) pos += GBX_FRAME_CYCLES;  // never on a valid state; keeps `row` in the buffer
     const i64 frame_start = start - pos;
     const i64 line = pos / GBX_LINE_DOTS;
     if (line >= 144) {

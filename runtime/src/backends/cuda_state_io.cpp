@@ -198,7 +198,7 @@ Status CudaBackend::load_state(int env, const std::vector<uint8_t>& blob) {
   if (Status st = check_env(env); !st) return st;
   // decode_env_state checks the whole blob before writing: a bad one leaves probe_ and the
   // device untouched.
-  if (Status st = decode_env_state(blob, probe_, 0); !st) return st;
+  if (Status st = decode_env_state(blob, probe_, 0, env); !st) return st;
   if (Status st = ctx_->make_current(); !st) return st;
   CUstream s = stream_.get();
   if (Status st = stage_soa_buf_.upload(probe_.soa_block(), stage_soa_buf_.size(), 0, s); !st)

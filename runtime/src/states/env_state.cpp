@@ -168,8 +168,15 @@ void EnvState::apply_battery(int env) {
   if (!has_battery_ || mm_ != MemoryModel::Dmg) return;
   const size_t n = std::min<size_t>(battery_.ram.size(), rom_ ? rom_->header.ram_size : 0);
   write_env_mem(env, GBX_MEM_CART_RAM, battery_.ram.data(), n);
-  std::memcpy(soa_.rtc_regs + (size_t)env * GBX_RTC_BYTES, battery_.rtc_live, 5);
-  std::memcpy(soa_.rtc_regs + (size_t)env * GBX_RTC_BYTES + 5, battery_.rtc_latched, 5);
+  // The clock registers hold only their bits (S, M: 6; H: 5; DL: 8; DH: 0xC1; Pan Docs
+  // "MBC3"): a save file's wider values land as the registers would keep them, which is also
+  // what a save state's check demands (state_rules.cpp).
+  static const uint8_t bits[5] = {0x3F, 0x3F, 0x1F, 0xFF, 0xC1};
+  uint8_t* rtc = soa_.rtc_regs + (size_t)env * GBX_RTC_BYTES;
+  for (int i = 0; i < 5; ++i) {
+    rtc[i] = (uint8_t)(battery_.rtc_live[i] & bits[i]);
+    rtc[5 + i] = (uint8_t)(battery_.rtc_latched[i] & bits[i]);
+  }
   soa_.rtc_second_start[env] = soa_.cycle_count[env];  // a loaded clock starts a new second
 }
 

@@ -11,6 +11,7 @@
 #include "gbx/engine/cache.h"
 #include "gbx/runtime/env_state.h"
 #include "gbx/runtime/state_fields.h"
+#include "gbx/runtime/state_rules.h"
 #include "gbx_abi.h"
 
 namespace gbx {
@@ -243,7 +244,7 @@ std::vector<uint8_t> encode_env_state(const EnvState& state, int env) {
   return write_save_state(rom_of(state), state.memory_model(), SaveStateKind::Kernel, records);
 }
 
-Status decode_env_state(const std::vector<uint8_t>& blob, EnvState& state, int env) {
+Status decode_env_state(const std::vector<uint8_t>& blob, EnvState& state, int env, int label) {
   auto parsed = read_save_state(blob, rom_of(state), state.memory_model(), SaveStateKind::Kernel);
   if (!parsed) return parsed.take_error();
   const auto& recs = parsed->records;
@@ -279,6 +280,15 @@ Status decode_env_state(const std::vector<uint8_t>& blob, EnvState& state, int e
   if (seen && l.seen_bytes && seen->bytes.size() != l.seen_bytes)
     return bad("save state's seen() set has " + std::to_string(seen->bytes.size()) +
                " bytes, this kernel's (seen_capacity) has " + std::to_string(l.seen_bytes));
+  // Values: every field within what the kernels rely on (state_rules.cpp).
+  StateRuleInput rules;
+  rules.records = &recs;
+  rules.mbc = state.rom() ? (unsigned)state.rom()->header.mbc : 0u;
+  rules.flat64k = state.memory_model() == MemoryModel::Flat64k;
+  rules.seen_bytes = l.seen_bytes;
+  if (Status st = check_state_values(rules); !st)
+    return bad("save state for env " + std::to_string(label < 0 ? env : label) + ": " +
+               st.error().message);
   const auto bases = field_bases(state.soa());
   for (size_t i = 0; i < table.size(); ++i) {
     uint8_t* dst = bases[i] + (size_t)env * table[i].size;

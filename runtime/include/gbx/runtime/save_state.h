@@ -69,8 +69,10 @@ Result<SaveStateBlob> read_save_state(const std::vector<uint8_t>& blob, const Ro
 // Kernel blobs from/into env `env` of a host EnvState (the cuda backend uses a one-env
 // EnvState holding one env's slice downloaded from the device).
 std::vector<uint8_t> encode_env_state(const EnvState& state, int env);
-// Validates the whole blob first: on error `state` is untouched.
-Status decode_env_state(const std::vector<uint8_t>& blob, EnvState& state, int env);
+// Validates the whole blob first, its structure and then every value (state_rules.h): on error
+// `state` is untouched and the message is one line; a value error names the env (`label`, or
+// `env` when label < 0: the cuda backend decodes env N into a one-env image) and the field.
+Status decode_env_state(const std::vector<uint8_t>& blob, EnvState& state, int env, int label = -1);
 
 // Files. Reading refuses anything larger than kMaxSaveStateFile before reading it; writing
 // goes to a temporary file beside `path` that is renamed over it, so a failed write leaves

@@ -67,7 +67,7 @@ elif line_quote.group(1) != line["Mealybug"]:
         f"tests/data/public_suites.tsv says {line['Mealybug']}"
     )
 rest = readme.replace(line_quote.group(0), "") if line_quote else readme
-quoted = dict(re.findall(r"(mooneye|blargg|dmg-acid2|Mealybug) (\d+/\d+)", rest))
+quoted = dict(re.findall(r"(mooneye|blargg|dmg-acid2|Mealybug|gbmicrotest) (\d+/\d+)", rest))
 for suite, want in default.items():
     if suite not in quoted:
         errors.append(f"README.md does not quote the {suite} count ({want})")

@@ -1,12 +1,12 @@
 // The public test-ROM suites (../shared/testroms: mooneye-test-suite, blargg's ROMs, dmg-acid2,
-// Mealybug Tearoom), each ROM judged by its own suite's rule (runtime/testrom.h, chosen from
-// the ROM's path as `gbx-run testrom` does), held against tests/data/public_suites.tsv: a
-// regression AND an unexpected pass fail the test, so the file stays true. One summary line per
+// Mealybug Tearoom, gbmicrotest), each ROM judged by its own suite's rule (runtime/testrom.h,
+// chosen from the ROM's path as `gbx-run testrom` does), held against tests/data/public_suites.tsv:
+// a regression AND an unexpected pass fail the test, so the file stays true. One summary line per
 // suite. Skips, saying so, when the ROMs are not there ($GBX_TESTROMS_DIR overrides the place).
 //
 // The pixel-FIFO renderer (ppu=fifo, docs/machine/ppu-fifo.md) runs the mooneye, dmg-acid2 and
-// Mealybug ROMs again, held against its own file, tests/data/public_suites_fifo.tsv, the same
-// way.
+// Mealybug ROMs again (gbmicrotest's register timing is the line renderer's, hw/ppu.h), held
+// against its own file, tests/data/public_suites_fifo.tsv, the same way.
 //
 // GBX_PUBLIC_SUITES_WRITE=FILE (GBX_PUBLIC_SUITES_FIFO_WRITE=FILE for the fifo file) writes
 // today's results in the expectations format (the reasons of failures that stay are kept; a
@@ -63,7 +63,8 @@ std::vector<std::string> roms_under(const fs::path& root, const std::string& dir
 // The DMG-applicable ROMs of each suite (issue 19): mooneye acceptance/, phase2/ and
 // emulator-only/ without the model suffixes of other machines (SGB, MGB, DMG0, AGB, CGB);
 // blargg without the CGB-only cgb_sound and interrupt_time, dmg_sound as its singles;
-// dmg-acid2; every Mealybug ROM (those without a DMG expectation are skipped).
+// dmg-acid2; every Mealybug ROM (those without a DMG expectation are skipped); every gbmicrotest
+// ROM (gbmicrotest/bin: all DMG, each verified on a DMG-CPU-08 by its author).
 std::vector<std::string> dmg_applicable(const fs::path& root) {
   static const char* const kOtherModels[] = {"-S", "-sgb", "-sgb2", "-mgb",  "-dmg0",
                                              "-A", "-C",   "-cgb",  "-cgb0", "-cgbABCDE"};
@@ -79,7 +80,7 @@ std::vector<std::string> dmg_applicable(const fs::path& root) {
     if (r.rfind("blargg/cgb_sound/", 0) != 0 && r.rfind("blargg/interrupt_time/", 0) != 0 &&
         r != "blargg/dmg_sound/dmg_sound.gb")
       out.push_back(r);
-  for (const char* dir : {"dmg-acid2", "mealybug"})
+  for (const char* dir : {"dmg-acid2", "mealybug", "gbmicrotest"})
     for (const std::string& r : roms_under(root, dir)) out.push_back(r);
   return out;
 }
@@ -115,6 +116,7 @@ std::map<std::string, Expectation> read_expectations(const fs::path& file) {
 // minute of emulated time.
 int64_t frame_limit(const std::string& suite) {
   if (suite == "blargg") return 7200;
+  if (suite == "gbmicrotest") return kGbmicrotestFrames;
   return 600;
 }
 
@@ -257,13 +259,15 @@ TEST_CASE(
   }
   std::vector<std::string> roms;
   for (const std::string& r : dmg_applicable(root))
-    if (test_rom_suite(r) != "blargg") roms.push_back(r);
+    if (test_rom_suite(r) != "blargg" && test_rom_suite(r) != "gbmicrotest") roms.push_back(r);
   check_suites(root, roms, PpuModel::Fifo, kFifoExpectations, "GBX_PUBLIC_SUITES_FIFO_WRITE");
   // Every ROM that passes with the line renderer passes with the FIFO.
   const auto line = read_expectations(kExpectations);
   const auto fifo = read_expectations(kFifoExpectations);
   for (const auto& [rom, want] : line) {
-    if (want.verdict != "PASS" || test_rom_suite(rom) == "blargg") continue;
+    if (want.verdict != "PASS" || test_rom_suite(rom) == "blargg" ||
+        test_rom_suite(rom) == "gbmicrotest")
+      continue;
     auto f = fifo.find(rom);
     CHECK_MESSAGE((f != fifo.end() && f->second.verdict == "PASS"),
                   rom << " passes with ppu=line but is not expected to pass with ppu=fifo");
@@ -279,11 +283,17 @@ TEST_CASE("public suites: the rule is the suite's, from the ROM's path") {
   CHECK(test_rom_suite("/x/mealybug/m3_scy_change.gb") == "mealybug");
   CHECK(test_rom_suite("/x/mooneye/blargg_copy/halt_bug.gb") == "blargg");  // innermost wins
   CHECK(test_rom_suite("/x/roms/game.gb") == "");
+  // gbmicrotest's folder wins over blargg's test names (it has its own halt_bug.gb).
+  CHECK(test_rom_suite("/x/testroms/gbmicrotest/bin/halt_bug.gb") == "gbmicrotest");
+  CHECK(test_rom_suite("/x/GBMicroTest/bin/poweron_ly_119.gb") == "gbmicrotest");
+  CHECK(test_rom_suite("/x/gbmicrotests/halt_bug.gb") == "blargg");  // not the suite's folder
   CHECK(test_rom_suite("builtin:TIMER_RELOAD") == "");
 
   CHECK(resolve_test_rom("/t/mooneye/a.gb", TestRomRule::Auto, "").rule == TestRomRule::Mooneye);
   CHECK(resolve_test_rom("/t/blargg/a.gb", TestRomRule::Auto, "").rule == TestRomRule::Blargg);
   CHECK(resolve_test_rom("/t/other/a.gb", TestRomRule::Auto, "").rule == TestRomRule::Any);
+  CHECK(resolve_test_rom("/t/gbmicrotest/bin/a.gb", TestRomRule::Auto, "").rule ==
+        TestRomRule::Gbmicrotest);
   CHECK(resolve_test_rom("/t/blargg/a.gb", TestRomRule::Mooneye, "").rule == TestRomRule::Mooneye);
   const TestRomPlan acid = resolve_test_rom("/t/dmg-acid2/dmg-acid2.gb", TestRomRule::Auto, "");
   CHECK(acid.rule == TestRomRule::Image);
@@ -299,10 +309,12 @@ TEST_CASE("public suites: the rule is the suite's, from the ROM's path") {
         "the image rule needs --expect-png");
 
   CHECK(parse_test_rom_rule("blargg").value() == TestRomRule::Blargg);
+  CHECK(parse_test_rom_rule("gbmicrotest").value() == TestRomRule::Gbmicrotest);
   auto bad = parse_test_rom_rule("blarg");
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().kind == ErrorKind::Usage);
-  CHECK(bad.error().message == "unknown --rule 'blarg' (auto, mooneye, blargg, image or any)");
+  CHECK(bad.error().message ==
+        "unknown --rule 'blarg' (auto, mooneye, blargg, image, gbmicrotest or any)");
 }
 
 TEST_CASE("public suites: a tile map read as blargg's console text") {

@@ -248,8 +248,50 @@ TEST_CASE("gbx-run testrom --rule: a blargg ROM that executes LD B,B") {
   auto bad = test::run_command(tool + "--rule blarg " + plain);
   CHECK(bad.exit_code == 2);
   CHECK(test::count_lines(bad.output) == 1);
-  CHECK(bad.output.rfind("error: unknown --rule 'blarg' (auto, mooneye, blargg, image or any)",
-                         0) == 0);
+  CHECK(bad.output.rfind(
+            "error: unknown --rule 'blarg' (auto, mooneye, blargg, image, gbmicrotest or any)",
+            0) == 0);
+}
+
+// gbmicrotest's rule (its macros.inc, test_end2): HRAM FF82 = 01 pass, FF fail, FF80 the value
+// read and FF81 hardware's printed; picked from a gbmicrotest folder; at most 60 frames.
+TEST_CASE("gbx-run testrom --rule gbmicrotest: the verdict in HRAM FF80-FF82") {
+  test::TempDir dir;
+  auto write = [&](const std::filesystem::path& p, int result) {
+    Asm a;
+    if (result >= 0) {
+      a.op("LD A,d8", 0x85).op("LDH (a8),A", 0x80).op("LD A,d8", 0x84).op("LDH (a8),A", 0x81);
+      a.op("LD A,d8", result).op("LDH (a8),A", 0x82);
+    }
+    a.label("end").op("JR r8", "end");
+    const auto bytes = rom_from(a);
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary).write((const char*)bytes.data(), (long)bytes.size());
+    return p.string();
+  };
+  const auto fail = write(dir.path / "gbmicrotest" / "bin" / "halt_bug.gb", 0xFF);
+  const auto pass = write(dir.path / "gbmicrotest" / "bin" / "pass.gb", 0x01);
+  const auto none = write(dir.path / "gbmicrotest" / "bin" / "none.gb", -1);
+  const auto own = write(dir.path / "own" / "pass.gb", 0x01);
+  const std::string tool = test::tool("gbx-run") + " testrom ";
+
+  auto r = test::run_command(tool + fail + " " + pass + " " + none);
+  CAPTURE(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK(
+      r.output.find("FAIL  " + fail + "  (gbmicrotest: FF82=FF, read 85, hardware 84, 1 frames)") !=
+      std::string::npos);
+  CHECK(
+      r.output.find("PASS  " + pass + "  (gbmicrotest: FF82=01, read 85, hardware 84, 1 frames)") !=
+      std::string::npos);
+  CHECK(r.output.find("FAIL  " + none + "  (no result after 60 frames)") != std::string::npos);
+  CHECK(r.output.find("1 passed, 2 failed") != std::string::npos);
+  auto by_rule = test::run_command(tool + "--rule gbmicrotest --frames 5 " + own + " " + none);
+  CAPTURE(by_rule.output);
+  CHECK(by_rule.output.find("PASS  " + own + "  (gbmicrotest: FF82=01") != std::string::npos);
+  CHECK(by_rule.output.find("FAIL  " + none + "  (no result after 5 frames)") != std::string::npos);
+  auto any = test::run_command(tool + "--frames 5 " + own);  // no suite: not judged by HRAM
+  CHECK(any.output.find("FAIL  " + own + "  (no result after 5 frames)") != std::string::npos);
 }
 
 // LCD switched on (LCDC.7 0 -> 1): line 0 starts without an OAM scan (mode 0, OAM and VRAM

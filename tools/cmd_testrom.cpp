@@ -108,7 +108,8 @@ void register_testrom(CLI::App& app, Commands& cmds) {
   auto* t = app.add_subcommand(
       "testrom",
       "run test ROMs and report PASS/FAIL by each suite's rule (mooneye LD B,B registers, "
-      "blargg serial, $A000 or screen text, the screen at LD B,B against a PNG)");
+      "blargg serial, $A000 or screen text, the screen at LD B,B against a PNG, gbmicrotest "
+      "HRAM FF82)");
   t->add_option("roms", cli.roms, "ROM paths or builtin:NAME")->required();
   t->add_option("--frames", cli.frames, "frames to wait for a result per ROM")
       ->capture_default_str();
@@ -117,8 +118,9 @@ void register_testrom(CLI::App& app, Commands& cmds) {
                 "image test: compare the screen at LD B,B with this PNG (one ROM), or with "
                 "DIR/<rom name>.png for each ROM");
   t->add_option("--rule", cli.rule,
-                "auto (from the ROM's path: mooneye, blargg, dmg-acid2, mealybug folders; "
-                "else any) | mooneye | blargg | image | any (the first convention the ROM shows)")
+                "auto (from the ROM's path: mooneye, blargg, dmg-acid2, mealybug, gbmicrotest "
+                "folders; else any) | mooneye | blargg | image | gbmicrotest (HRAM FF82 01 "
+                "pass, FF fail, within 60 frames) | any (the first convention the ROM shows)")
       ->capture_default_str();
   t->add_option("--ppu", cli.ppu,
                 "pixel model: line (each line drawn at one dot) | fifo (the dot-by-dot pixel FIFO)")

@@ -1,5 +1,6 @@
 #include "gbx/runtime/testrom.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -107,6 +108,7 @@ std::string suite_of_component(const std::string& c) {
                                         "mem_timing", "halt_bug",   "oam_bug",
                                         "dmg_sound",  "cgb_sound",  "interrupt_time"};
   if (c.rfind("mooneye", 0) == 0) return "mooneye";
+  if (c == "gbmicrotest") return "gbmicrotest";
   if (c.find("acid2") != std::string::npos) return "dmg-acid2";
   if (c.find("mealybug") != std::string::npos) return "mealybug";
   for (const char* b : kBlargg)
@@ -117,17 +119,20 @@ std::string suite_of_component(const std::string& c) {
 struct Checks {
   bool ldbb = false;    // LD B,B ends the run (mooneye or image verdict)
   bool blargg = false;  // serial, $A000 and screen text
+  bool hram = false;    // gbmicrotest's HRAM verdict
 };
 
 Checks checks_of(TestRomRule rule) {
   switch (rule) {
     case TestRomRule::Mooneye:
     case TestRomRule::Image:
-      return {true, false};
+      return {true, false, false};
     case TestRomRule::Blargg:
-      return {false, true};
+      return {false, true, false};
+    case TestRomRule::Gbmicrotest:
+      return {false, false, true};
     default:
-      return {true, true};
+      return {true, true, false};
   }
 }
 
@@ -181,14 +186,29 @@ Result<bool> blargg_verdict(Backend& be, bool has_cart_ram, TestRomResult& r) {
   return false;
 }
 
+// gbmicrotest's verdict (its macros.inc, test_end2): FF82 = 0x01 pass, 0xFF fail, anything
+// else (HRAM is zero at power-on here) not yet; FF80 the value read, FF81 hardware's.
+Result<bool> gbmicrotest_verdict(Backend& be, TestRomResult& r) {
+  auto hram = be.read_memory(0, 0xFF80, 0xFF83);
+  if (!hram) return hram.take_error();
+  const auto& m = hram.value();
+  if (m[2] != 0x01 && m[2] != 0xFF) return false;
+  r.convention = "gbmicrotest";
+  r.passed = m[2] == 0x01;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "FF82=%02X, read %02X, hardware %02X", m[2], m[0], m[1]);
+  r.detail = buf;
+  return true;
+}
+
 }  // namespace
 
 Result<TestRomRule> parse_test_rom_rule(const std::string& name) {
   for (TestRomRule r : {TestRomRule::Auto, TestRomRule::Mooneye, TestRomRule::Blargg,
-                        TestRomRule::Image, TestRomRule::Any})
+                        TestRomRule::Image, TestRomRule::Gbmicrotest, TestRomRule::Any})
     if (name == test_rom_rule_name(r)) return r;
-  return make_error(ErrorKind::Usage,
-                    "unknown --rule '" + name + "' (auto, mooneye, blargg, image or any)");
+  return make_error(ErrorKind::Usage, "unknown --rule '" + name +
+                                          "' (auto, mooneye, blargg, image, gbmicrotest or any)");
 }
 
 const char* test_rom_rule_name(TestRomRule rule) {
@@ -201,6 +221,8 @@ const char* test_rom_rule_name(TestRomRule rule) {
       return "blargg";
     case TestRomRule::Image:
       return "image";
+    case TestRomRule::Gbmicrotest:
+      return "gbmicrotest";
     default:
       return "any";
   }
@@ -212,6 +234,11 @@ std::string test_rom_suite(const std::string& path) {
   std::vector<std::string> parts;
   for (const auto& part : p.parent_path()) parts.push_back(part.string());
   parts.push_back(p.stem().string());
+  for (const std::string& part : parts) {
+    std::string c;
+    for (char ch : part) c += (char)std::tolower((unsigned char)ch);
+    if (c == "gbmicrotest") return "gbmicrotest";
+  }
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
     std::string c;
     for (char ch : *it) c += (char)std::tolower((unsigned char)ch);
@@ -234,6 +261,8 @@ TestRomPlan resolve_test_rom(const std::string& path, TestRomRule rule,
       plan.rule = TestRomRule::Mooneye;
     else if (plan.suite == "blargg")
       plan.rule = TestRomRule::Blargg;
+    else if (plan.suite == "gbmicrotest")
+      plan.rule = TestRomRule::Gbmicrotest;
     else
       plan.rule = TestRomRule::Any;
   }
@@ -285,6 +314,13 @@ Result<TestRomResult> run_test_rom(const Rom& rom, const TestRomOptions& o) {
   cfg.threads = 1;
   cfg.stage = Stage::EmulateOnly;
   cfg.frames_per_step = o.frames_per_check > 0 ? o.frames_per_check : 1;
+  int64_t max_frames = o.max_frames;
+  if (checks.hram) {
+    // gbmicrotest: the suite's 60 frames at most, looked at after each frame (most ROMs end
+    // within the first one).
+    cfg.frames_per_step = 1;
+    max_frames = std::min<int64_t>(max_frames, kGbmicrotestFrames);
+  }
   std::vector<uint8_t> want;
   if (!o.expect_png.empty() && checks.ldbb) {
     auto w = expected_screen(o.expect_png);
@@ -303,7 +339,7 @@ Result<TestRomResult> run_test_rom(const Rom& rom, const TestRomOptions& o) {
   Backend& be = *made.value();
   const bool has_cart_ram = rom.header.ram_size != 0;
   TestRomResult r;
-  for (int64_t frames = 0; frames < o.max_frames;) {
+  for (int64_t frames = 0; frames < max_frames;) {
     if (auto st = be.step({}); !st) return st.take_error();
     frames += cfg.frames_per_step;
     r.frames = frames;
@@ -326,13 +362,19 @@ Result<TestRomResult> run_test_rom(const Rom& rom, const TestRomOptions& o) {
       r.detail = buf;
       return r;
     }
+    if (checks.hram) {
+      auto found = gbmicrotest_verdict(be, r);
+      if (!found) return found.take_error();
+      if (found.value()) return r;
+      continue;
+    }
     if (!want.empty() || !checks.blargg) continue;  // these end only at LD B,B
     auto found = blargg_verdict(be, has_cart_ram, r);
     if (!found) return found.take_error();
     if (found.value()) return r;
   }
-  r.frames = o.max_frames;
-  r.detail = "no result after " + std::to_string(o.max_frames) + " frames";
+  r.frames = max_frames;
+  r.detail = "no result after " + std::to_string(max_frames) + " frames";
   return r;
 }
 

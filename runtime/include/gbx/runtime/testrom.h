@@ -13,6 +13,9 @@
 //  - image: at `LD B,B` the last complete frame must equal a PNG, 160x144, whose pixels are
 //    taken as the nearest of the four greys (0xFF, 0xAA, 0x55, 0x00 = shades 0-3; colour PNGs
 //    by their luminance). dmg-acid2 and Mealybug Tearoom signal "drawn" with LD B,B.
+//  - gbmicrotest (aappleby/gbmicrotest's own rule): HRAM FF82 = 0x01 is a pass, 0xFF a
+//    failure (FF80: the value the test read, FF81: the value hardware reads); looked for after
+//    every frame, for at most 60 frames from power-on (the suite's limit; --frames can lower it).
 //  - any: for ROMs of no known suite (the project's own): the first of the conventions
 //    above that the ROM shows (LD B,B is the mooneye verdict, or the image one with a PNG).
 // The rule is chosen per suite from the ROM's path (resolve_test_rom), or given explicitly.
@@ -25,16 +28,19 @@
 
 namespace gbx {
 
-enum class TestRomRule { Auto, Mooneye, Blargg, Image, Any };
+enum class TestRomRule { Auto, Mooneye, Blargg, Image, Gbmicrotest, Any };
 
-// "auto" | "mooneye" | "blargg" | "image" | "any"; a usage error names the choices.
+// "auto" | "mooneye" | "blargg" | "image" | "gbmicrotest" | "any"; a usage error names the
+// choices.
 Result<TestRomRule> parse_test_rom_rule(const std::string& name);
 const char* test_rom_rule_name(TestRomRule rule);
 
 // The suite a ROM path belongs to, from its folders and file name (the innermost match
 // wins): "mooneye", "blargg" (a folder named blargg, or one of blargg's test names:
 // cpu_instrs, instr_timing, mem_timing, halt_bug, oam_bug, dmg_sound, cgb_sound,
-// interrupt_time), "dmg-acid2" (a name holding "acid2"), "mealybug"; "" if none.
+// interrupt_time), "dmg-acid2" (a name holding "acid2"), "mealybug"; "" if none. A folder
+// named gbmicrotest anywhere in the path wins over the others (its ROM names overlap blargg's:
+// halt_bug).
 std::string test_rom_suite(const std::string& path);
 
 // What one ROM is judged by: its rule and, for an image test, the PNG.
@@ -52,6 +58,9 @@ struct TestRomPlan {
 TestRomPlan resolve_test_rom(const std::string& path, TestRomRule rule,
                              const std::string& expect_png);
 
+// The most frames a gbmicrotest ROM runs (the suite's rule).
+constexpr int64_t kGbmicrotestFrames = 60;
+
 struct TestRomOptions {
   std::string backend = "cpu";
   int64_t max_frames = 3600;  // one emulated minute
@@ -65,7 +74,8 @@ struct TestRomOptions {
 
 struct TestRomResult {
   bool passed = false;
-  // "mooneye", "blargg-serial", "blargg-memory", "blargg-screen", "image", "" (no verdict)
+  // "mooneye", "blargg-serial", "blargg-memory", "blargg-screen", "image", "gbmicrotest", ""
+  // (no verdict)
   std::string convention;
   std::string detail;  // what was seen (registers, text, result code, timeout)
   int64_t frames = 0;  // frames run until the verdict

@@ -12,7 +12,8 @@
 // older states lack, so older states do not load; v11 also added GbxParams::hits (hooks; a
 // launch parameter). v12 put part_begin and part_end in the reserved slots (launch
 // parameters; states unchanged). v13 added dma_pending and dma_overlap (an OAM DMA in its
-// set-up across a step's end); a v11/v12 state lacks both and loads with no DMA in set-up,
+// set-up across a step's end) and lcd_flags bits 3-4 (a state without its screen); a v11/v12
+// state lacks the DMA fields and loads with no DMA in set-up,
 // which is what those kernels left at every step's end.
 #define GBX_ABI_STATE_COMPAT_MIN 11
 
@@ -121,7 +122,10 @@ typedef struct GbxState {
   long long* rtc_second_start;     // cycle_count at which the clock's current second began
   unsigned char* lcd_fb;           // GBX_FRAMEBUFFER_BYTES * 2 per env: front and back framebuffer
   unsigned char* lcd_flags;        // bit 0: front buffer index, bit 1: window WY matched,
-                                   // bit 2: first frame after LCD on (not shown)
+                                   // bit 2: first frame after LCD on (not shown), bit 3: the
+                                   // front buffer is not the screen (a kernel that draws
+                                   // nothing ran), bit 4: the back buffer misses lines
+                                   // (templates/hw/lcd.h GBX_LCD_FLAG_*)
   unsigned char* lcd_win_line;     // window internal line counter
   unsigned char* lcd_fifo;         // GBX_LCD_FIFO_BYTES per env: the pixel FIFO (ppu=fifo)
   // An OAM DMA written to FF46 whose bytes have not landed (its 2 set-up M-cycles, hw/bus.h):

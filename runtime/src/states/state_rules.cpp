@@ -245,6 +245,20 @@ std::string seen_check(const View& v) {
   return "";
 }
 
+// An OAM DMA whose bytes have not landed (hw/bus.h): FF46 + 1 of its page, only in its set-up,
+// the 2 M-cycles from the FF46 write (dma_end - 648) to its start (dma_end - 640), at which
+// the event that lands it has run by any step's end.
+std::string dma_pending_check(const View& v) {
+  const int64_t x = (int64_t)v.u("dma_pending");
+  if (x == 0) return "";
+  if (x > 256) return fail("dma_pending", x, "0-256 (FF46 + 1 of a DMA in its set-up)");
+  const int64_t start = v.s64("dma_end") - 640, c = v.cycles();
+  if (c >= start - 8 && c < start) return "";
+  return fail("dma_pending", x,
+              "0 unless cycle_count (" + std::to_string(c) + ") is in the DMA's set-up, " +
+                  span(start - 8, start - 1) + " (dma_end - 648 to dma_end - 641)");
+}
+
 // In GBX_STATE_FIELDS order, one entry per record (a new field: one entry). The rules run in
 // this order and stop at the first failure, so cycle_count (then instr_count) is in range
 // before the rules that compare with it: no cycle_count + slack overflows.
@@ -312,9 +326,17 @@ const std::vector<Rule>& rules() {
       {"rtc_regs", rtc_check},
       cycle_stamp("rtc_second_start", kStateSyncAhead, 0, "the start of the clock's second"),
       any("lcd_fb"),
-      range("lcd_flags", 0, 7, "GBX_LCD_FLAG_FRONT | WY_HIT | SKIP"),
+      range("lcd_flags", 0, 31, "GBX_LCD_FLAG_FRONT | WY_HIT | SKIP | NO_SCREEN | BACK_STALE"),
       {"lcd_win_line", win_line_check},
       {"lcd_fifo", fifo_check},
+      {"dma_pending", dma_pending_check},
+      {"dma_overlap",
+       [](const View& v) {
+         const int64_t x = (int64_t)v.u("dma_overlap");
+         if (x == 0 || (x <= 8 && v.u("dma_pending"))) return std::string();
+         return fail("dma_overlap", x,
+                     "0, or 1-8 T-cycles while a DMA is in its set-up (dma_pending)");
+       }},
       any("mem"),
       {"seen", seen_check},
   };

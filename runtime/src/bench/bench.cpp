@@ -210,7 +210,9 @@ Result<json> run_bench(const BenchOptions& o) {
     if (auto st = be->sync(); !st) return st.take_error();
     r.warmup_seconds = since(t0);
     r.steps = o.steps;
-    if (r.steps == 0) {
+    if (r.steps == 0 && o.sync_every > 0) {
+      r.steps = 1000000;  // ended by the clock, at the first sync past target_seconds (below)
+    } else if (r.steps == 0) {
       const double per_step = r.warmup_seconds / (double)r.warmup_steps;
       r.steps = per_step > 0 ? (int64_t)std::ceil(o.target_seconds / per_step) : 1000;
       r.steps = std::clamp<int64_t>(r.steps, 3, 1000000);
@@ -220,8 +222,13 @@ Result<json> run_bench(const BenchOptions& o) {
     t0 = Clock::now();
     for (int64_t i = 1; i <= r.steps; ++i) {
       if (auto st = step(); !st) return st.take_error();
-      if (o.sync_every > 0 && i % o.sync_every == 0)
+      // Auto steps with syncs: the window ends at the first sync past target_seconds (3 steps
+      // at least). A count extrapolated from the warm-up missed both ways: a state that idles
+      // through the warm-up and then plays ran far past it, a slow first step far short.
+      if (o.sync_every > 0 && i % o.sync_every == 0) {
         if (auto st = be->sync(); !st) return st.take_error();
+        if (o.steps == 0 && i >= 3 && since(t0) >= o.target_seconds) r.steps = i;
+      }
       if (o.progress && since(last_note) >= 0.5) {
         last_note = Clock::now();
         const double sps = (double)i * n / since(t0);

@@ -25,8 +25,9 @@ struct BenchOptions {
   std::string backend = "cpu";
   std::string rom = "builtin:ALU_LOOP";
   std::vector<int> envs = {1, 8, 64, 512, 2048, 8192};
-  // Timed steps per env count; 0 = sized from the warm-up rate so that each env count takes
-  // about target_seconds (what keeps a default sweep short on a small machine).
+  // Timed steps per env count; 0 = about target_seconds each (what keeps a default sweep
+  // short on a small machine): the window ends at the first sync (sync_every) past
+  // target_seconds, or, with sync_every 0, after as many steps as the warm-up's rate gives.
   int64_t steps = 0;
   double target_seconds = 2.0;
   int64_t warmup_steps = 3;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Configures and builds GBX with AddressSanitizer and UndefinedBehaviorSanitizer into
 # build-asan/ (or $GBX_ASAN_BUILD_DIR). GBX's own code is instrumented; Debian's LLVM, libmgba
-# and the kernels JIT-compiled at run time are not. It builds what scripts/test-asan.sh runs:
-# the libraries, tools, ROMs, the CUDA driver double and the suites except test_conformance;
+# and the kernels JIT-compiled at run time are not (except the crafted-state suites',
+# compiled with GBX_JIT_CHECKS=bounds,address: docs/guide/states.md). It builds what
+# scripts/test-asan.sh runs: the libraries, tools, ROMs, the CUDA driver double and the suites except test_conformance;
 # no Python module. From scratch without ccache it took 1073 CPU-seconds (user + sys), i.e.
 # about 9-10 minutes on 2 idle cores (measured 2026-11-23 at load 12-16: 50 min wall).
 set -euo pipefail

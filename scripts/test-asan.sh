@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs the test suite of build-asan/ (scripts/build-asan.sh) under ASan/UBSan: any report
 # fails the test that triggered it (UBSan does not recover; ASan aborts; LeakSanitizer is
-# on). The tools the suites start are sanitized too; kernels JIT-compiled at run time are not.
+# on). The tools the suites start are sanitized too; kernels JIT-compiled at run time are not,
+# except in test_state_fuzz, test_state_fuzz_on_double and test_jit_checks, whose kernels CTest
+# compiles with GBX_JIT_CHECKS=bounds,address (ASan inside the kernel, this process's runtime).
 #   1. The suite with the toolkit hidden (scripts/without-cuda-toolkit), as step 2 of
 #      scripts/test.sh: NVRTC compiles skip (they spend minutes inside the uninstrumented
 #      libnvrtc, and the host code around them is what the normal suite runs with NVRTC).
@@ -32,7 +34,7 @@ cd "$build"
 if [ $# -gt 0 ]; then
   exec "$root/scripts/without-cuda-toolkit" ctest --output-on-failure -j 2 --timeout 1500 "$@"
 fi
-double='^test_(cuda_(backend_on_double(_roms)?|double|specialize_on_double)|step_identity_on_double|divergence)$'
+double='^test_(cuda_(backend_on_double(_roms)?|double|specialize_on_double)|step_identity_on_double|state_fuzz_on_double|divergence)$'
 # The normal run's kernels (GBX_ASAN_KERNEL_CACHE) are cache hits for both steps: a key is the
 # kernel's source, compiler and host CPU, not the build of GBX that asks, so what is sanitized
 # is GBX's host code around the cache (lookup, load, link) rather than minutes of compiling in

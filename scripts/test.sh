@@ -66,7 +66,7 @@ fi
 step "suite without the CUDA toolkit"
 # The suites on the CUDA driver double compile kernels with NVRTC: they run in step 3.
 (cd "$build" && "$without_toolkit" ctest --output-on-failure -j 2 --timeout 1500 \
-  -E '^test_(cuda_(backend_on_double(_roms)?|double|specialize_on_double)|step_identity_on_double|divergence)$')
+  -E '^test_(cuda_(backend_on_double(_roms)?|double|specialize_on_double)|step_identity_on_double|state_fuzz_on_double|divergence)$')
 skip_summary
 step "demo without the CUDA toolkit"
 "$without_toolkit" "$root/scripts/demo.sh" >/dev/null
@@ -102,7 +102,7 @@ fi
 step "suites on the CUDA driver double"
 # The double runs kernels on one thread: -j 2 runs its three entries side by side.
 (cd "$build" && VIRTUAL_ENV="${venv:-}" ctest --output-on-failure -j 2 --timeout 1500 \
-  -R '^test_(cuda_(backend_on_double(_roms)?|double|specialize_on_double)|step_identity_on_double|divergence)$')
+  -R '^test_(cuda_(backend_on_double(_roms)?|double|specialize_on_double)|step_identity_on_double|state_fuzz_on_double|divergence)$')
 skip_summary
 
 # 4. Python: a venv from the running python3, `pip install .` linking the static libraries just
@@ -138,7 +138,8 @@ fi
 step "docs site"
 "$root/scripts/docs.sh" >/dev/null
 
-# 6. ASan/UBSan build of the suite (GBX's own code; JIT-compiled kernels are not instrumented):
+# 6. ASan/UBSan build of the suite (GBX's own code; JIT-compiled kernels are instrumented only
+#    in the crafted-state suites, GBX_JIT_CHECKS):
 #    the second C++ build; what it runs and leaves out is in scripts/test-asan.sh.
 if [ "${GBX_TEST_ASAN:-1}" != 0 ]; then
   step "ASan/UBSan build"

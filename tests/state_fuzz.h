@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -41,6 +42,7 @@ inline void report_crashes() {
 #if !defined(__SANITIZE_ADDRESS__)
   std::signal(SIGSEGV, on_crash);
   std::signal(SIGBUS, on_crash);
+  std::signal(SIGILL, on_crash);  // a kernel's bounds check (GBX_JIT_CHECKS=bounds) traps
 #endif
 }
 inline void on_crash(int sig) {
@@ -79,6 +81,7 @@ inline int64_t get64(std::vector<SaveStateRecord>& recs, const std::string& name
 struct Crafted {
   std::string label;
   std::vector<uint8_t> blob;
+  std::string refused_by;  // non-empty: the load must be refused, naming a field that starts so
 };
 
 // Element widths of the fields the structured cases write (the rest: bytes).
@@ -135,7 +138,7 @@ inline std::vector<Crafted> structured(const Seed& s) {
   std::vector<Crafted> out;
   auto add = [&](const std::string& label, const std::vector<SaveStateRecord>& recs) {
     out.push_back({s.label + ": " + label,
-                   write_save_state(s.rom, MemoryModel::Dmg, SaveStateKind::Kernel, recs)});
+                   write_save_state(s.rom, MemoryModel::Dmg, SaveStateKind::Kernel, recs), ""});
   };
   auto base = records(s);
   for (const SaveStateRecord& field : base) {
@@ -157,13 +160,20 @@ inline std::vector<Crafted> structured(const Seed& s) {
   // x 0 with the shift flag, obj_next 0 and 200 with an object fetch, and more). Steps end on
   // the CPU's frame grid, often in VBlank: ppu_epoch moves so that the PPU is 100 dots into
   // line 40 (a visible line, mode 3), and the record then claims line 40 (the renderer resumes
-  // it) or 41 (a stale line, which it forgets); either runs when its fields are in range.
+  // it: runs when its fields are in range). Active on another line than LY (41, 0, 143) or
+  // with the LCD off, it is a record no kernel leaves: refused, naming lcd_fifo.line/.active
+  // (or a field of the odd record, whose rule comes first).
   for (const Odd& o : odd_fifos()) {
-    for (int line : {kFifoLine, kFifoLine + 1}) {
+    for (int line : {kFifoLine, kFifoLine + 1, 0, 143}) {
       auto r = fifo_on_line(base, o);
       rec(r, "lcd_fifo").bytes[1] = (uint8_t)line;
       add(std::string("lcd_fifo active on line ") + std::to_string(line) + ", " + o.what, r);
+      if (line != kFifoLine) out.back().refused_by = "lcd_fifo.";  // .line, or an odd field
     }
+    auto off = fifo_on_line(base, o);
+    rec(off, "mem").bytes[GBX_MEM_IO + 0x40] &= 0x7F;
+    add(std::string("lcd_fifo active on line 40 with the LCD off, ") + o.what, off);
+    out.back().refused_by = "lcd_fifo.";  // .active, or an odd field
   }
   // Every LcdFifo byte at values around its rules' edges, the FIFO active on the PPU's line.
   const Odd plain = {"plain", {{6, 8}}};
@@ -203,7 +213,8 @@ inline std::vector<Crafted> random_cases(const Seed& s, uint32_t seed, int count
       else
         r.bytes[at] = (uint8_t)rng();
     }
-    out.push_back({label, write_save_state(s.rom, MemoryModel::Dmg, SaveStateKind::Kernel, recs)});
+    out.push_back(
+        {label, write_save_state(s.rom, MemoryModel::Dmg, SaveStateKind::Kernel, recs), ""});
   }
   return out;
 }
@@ -276,8 +287,12 @@ inline Counts run_cases(const std::string& backend, PpuModel ppu, bool random_to
         ++n.refused;
         const std::string& m = st.error().message;
         CHECK_MESSAGE(m.find('\n') == std::string::npos, c.label, ": ", m);
+        if (!c.refused_by.empty())
+          CHECK_MESSAGE(m.find("'" + c.refused_by) != std::string::npos, c.label, ": ", m);
         continue;
       }
+      CHECK_MESSAGE(c.refused_by.empty(), c.label, ": loaded, but ", c.refused_by,
+                    "'s rule must refuse it");
       REQUIRE(b->load_state(0, s.blob).ok());
       Status step = b->step({0, 0});
       if (!step) {
@@ -298,8 +313,13 @@ inline Counts run_cases(const std::string& backend, PpuModel ppu, bool random_to
 }
 
 inline void report(const std::string& what, const Counts& n) {
-  std::printf("state fuzz %s: %d tried, %d refused, %d ran, %d crashed\n", what.c_str(), n.tried,
-              n.refused, n.ran, n.crashed);
+  // CTest runs the fuzz with checked kernels (tests/CMakeLists.txt): out-of-bounds accesses
+  // trap instead of passing unseen.
+  const char* checks = std::getenv("GBX_JIT_CHECKS");
+  std::printf("state fuzz %s: %d tried, %d refused, %d ran, %d crashed (kernels checked: %s)\n",
+              what.c_str(), n.tried, n.refused, n.ran, n.crashed,
+              checks && *checks ? checks : "no");
+  CHECK_MESSAGE((checks && *checks), "GBX_JIT_CHECKS unset: the kernels ran unchecked");
   CHECK(n.crashed == 0);
   CHECK(n.refused > 0);
   CHECK(n.ran > 0);

@@ -79,6 +79,8 @@ Result<CpuKernel> build_cpu_kernel(const TemplateBundle& bundle, const SynthPara
   if (params.device != Device::Cpu)
     return make_error(ErrorKind::Usage, "build_cpu_kernel needs device cpu");
   if (auto st = check_state_abi(bundle); !st) return st.take_error();
+  // Before the key: a cached unchecked kernel must not run in place of the checked one asked for.
+  if (auto checks = jit_check_flags(); !checks) return checks.take_error();
   CpuKernel k;
   KernelBuild& b = k.build;
   const auto t0 = Clock::now();

@@ -12,6 +12,7 @@
 #include <clang/Frontend/CompilerInvocation.h>
 #include <clang/Frontend/TextDiagnosticPrinter.h>
 #include <clang/Lex/PreprocessorOptions.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <llvm/ADT/StringMap.h>
 #include <llvm/Bitcode/BitcodeReader.h>
@@ -20,6 +21,7 @@
 #include <llvm/ExecutionEngine/JITLink/JITLink.h>
 #include <llvm/ExecutionEngine/Orc/DebugObjectManagerPlugin.h>
 #include <llvm/ExecutionEngine/Orc/EPCDebugObjectRegistrar.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ObjectLinkingLayer.h>
 #include <llvm/ExecutionEngine/Orc/TargetProcess/JITLoaderGDB.h>
@@ -35,6 +37,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -143,6 +146,7 @@ std::vector<std::string> cpu_compile_args(const CpuCompileOptions& opts) {
   // Profiling builds carry DWARF so gdb and `perf annotate` map code to template lines (the
   // generated source has #line directives): a different command line, so a different cache key.
   if (jit_profile_enabled()) args.push_back("-g");
+  if (auto checks = jit_check_flags()) args.insert(args.end(), checks->begin(), checks->end());
   args.insert(args.end(), opts.extra.begin(), opts.extra.end());
   return args;
 }
@@ -154,6 +158,52 @@ bool jit_profile_enabled() {
   }();
   return on;
 }
+
+namespace {
+// The ASan runtime of this process, if it has one: a sanitized build links it (GCC: libasan.so;
+// clang: statically, its symbols exported), and every instrumented access calls into it.
+bool host_has_asan_runtime() { return ::dlsym(RTLD_DEFAULT, "__asan_report_load1") != nullptr; }
+}  // namespace
+
+Result<std::vector<std::string>> jit_check_flags() {
+  static const Result<std::vector<std::string>> flags = []() -> Result<std::vector<std::string>> {
+    const char* v = std::getenv("GBX_JIT_CHECKS");
+    std::vector<std::string> out;
+    if (!v || !*v) return out;
+    bool bounds = false, address = false;
+    std::string list = v;
+    for (size_t pos = 0; pos <= list.size();) {
+      const size_t comma = std::min(list.find(',', pos), list.size());
+      const std::string word = list.substr(pos, comma - pos);
+      if (word == "bounds")
+        bounds = true;
+      else if (word == "address")
+        address = true;
+      else
+        return make_error(ErrorKind::Usage, "GBX_JIT_CHECKS: unknown check '" + word +
+                                                "' (a comma list of bounds, address)");
+      pos = comma + 1;
+    }
+    if (address && !host_has_asan_runtime())
+      return make_error(ErrorKind::Usage,
+                        "GBX_JIT_CHECKS=address needs a process with the AddressSanitizer "
+                        "runtime (a build from scripts/build-asan.sh)");
+    if (bounds) {
+      out.push_back("-fsanitize=array-bounds,local-bounds");
+      out.push_back("-fsanitize-trap=array-bounds,local-bounds");
+    }
+    if (address) out.push_back("-fsanitize=address");
+    return out;
+  }();
+  return flags;
+}
+
+namespace {
+bool jit_checks_address() {
+  auto flags = jit_check_flags();
+  return flags && std::find(flags->begin(), flags->end(), "-fsanitize=address") != flags->end();
+}
+}  // namespace
 
 std::string jit_perf_map_path() {
   return jit_profile_enabled() ? "/tmp/perf-" + std::to_string(::getpid()) + ".map" : "";
@@ -216,6 +266,7 @@ Result<CpuCompileOutput> compile_cpu(const std::string& source, const std::strin
   init_llvm_once();
   CpuCompileOutput out;
   const auto t0 = Clock::now();
+  if (auto checks = jit_check_flags(); !checks) return checks.take_error();
 
   // 1. Driver command line -> cc1 arguments (the real clang path and resource dir, so the
   //    invocation is what `clang -c` would run).
@@ -440,6 +491,15 @@ class Jit {
       allowed[es.intern("memset")] = {llvm::pointerToJITTargetAddress(&std::memset), flags};
       if (auto e = jd->define(llvm::orc::absoluteSymbols(std::move(allowed))))
         return make_error(ErrorKind::Runtime, "JIT: " + to_string(std::move(e)));
+      if (jit_checks_address()) {
+        // Checked kernels call the host's ASan runtime (__asan_report_load4, ...): those names
+        // and no others resolve from the process.
+        auto asan = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+            jit_->getDataLayout().getGlobalPrefix(),
+            [](const llvm::orc::SymbolStringPtr& name) { return (*name).startswith("__asan_"); });
+        if (!asan) return make_error(ErrorKind::Runtime, "JIT: " + to_string(asan.takeError()));
+        jd->addGenerator(std::move(*asan));
+      }
       if (auto e = jit_->addObjectFile(
               *jd, llvm::MemoryBuffer::getMemBufferCopy(object, "gbx-" + key + ".o")))
         return make_error(ErrorKind::Runtime,

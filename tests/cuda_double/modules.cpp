@@ -162,6 +162,10 @@ CUresult compile_for_host(const gbx::CacheEntry& entry, const std::string& sha, 
     source += launcher(d) + lane_launcher(d.name, d.param_types.size());
 
   gbx::CpuCompileOptions opts;
+  if (auto checks = gbx::jit_check_flags(); !checks) {
+    note("%s", checks.error().message.c_str());
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
   std::string key_text = "gbx-cuda-double/3\n" + gbx::cpu_compiler_identity() + "\n";
   for (const auto& a : gbx::cpu_compile_args(opts)) key_text += a + "\n";
   key_text += source;

@@ -200,11 +200,21 @@ std::string fifo_check(const View& v) {
     return bad("obj_next", f[kObjNext], "1-10 while an object fetch is under way (win bit 4)");
   if ((f[kWin] & kWinShift) && f[kX] < 1)
     return bad("x", f[kX], "at least 1 while the line is drawn a pixel left (win bit 3)");
-  // An active record needs no more: on the PPU's line the FIFO renderer resumes it, on any
-  // other line (or with the LCD off) it forgets it (lcd_next_after, lcd_lcdc_written). Kernels
-  // that do not run the FIFO (ppu=line, no pixels) keep the record as loaded while their PPU
-  // moves on, so "active only on the PPU's line" would refuse states they reach.
-  if (f[kActive] && v.in.flat64k) return bad("active", 1, "0 (memory model flat64k has no PPU)");
+  if (!f[kActive]) return "";
+  if (v.in.flat64k) return bad("active", 1, "0 (memory model flat64k has no PPU)");
+  // Active: the line in progress is the one LY says. The FIFO renderer ends a line's record
+  // when the line's pixels are out, idles it when the LCD is switched off (lcd_lcdc_written),
+  // and kernels without the FIFO idle a loaded one at their step's start (kernel/step.tmpl),
+  // so every state a kernel saves holds it active only on the PPU's current visible line.
+  const uint64_t lcdc = v.u("mem", GBX_MEM_IO + 0x40, 1);
+  if (!(lcdc & 0x80)) return bad("active", 1, "0 while the LCD is off (LCDC bit 7 clear)");
+  const int64_t c = v.cycles(), epoch = v.s64("ppu_epoch");
+  if (c < epoch)
+    return bad("active", 1, "0 before the LCD's first frame starts (cycle_count < ppu_epoch)");
+  const int64_t ly = (c - epoch) % kFrameCycles / kLineDots;
+  if (f[kLine] != ly)
+    return bad("line", f[kLine],
+               std::to_string(ly) + " (LY: the FIFO is active only on the PPU's line)");
   return "";
 }
 

@@ -33,6 +33,18 @@ std::vector<std::pair<std::string, std::string>> cpu_compiler_environment();
 // GBX_JIT_PROFILE set (and not "0") when first asked: kernels compile with -g and the JIT writes
 // a perf map and registers each module with GDB's JIT interface. Read once per process.
 bool jit_profile_enabled();
+// GBX_JIT_CHECKS (read once per process; unset or "" by default): kernels compiled with run-time
+// checks, for fuzzing what a loaded state makes a kernel do. A comma list of
+//   bounds   an index outside an array of known size (a local table, a struct member array)
+//            executes a trap instruction (SIGILL): -fsanitize=array-bounds,local-bounds with
+//            -fsanitize-trap, no run-time library, any process;
+//   address  AddressSanitizer: every load and store checked against the host's shadow memory,
+//            so an access outside the state's allocations aborts with ASan's report. Only in a
+//            process that carries the ASan runtime (scripts/build-asan.sh); the JIT resolves
+//            the kernel's __asan_* calls from it.
+// The flags are on the compile command line, so checked kernels have their own cache keys.
+// An unknown word, or address without the runtime, is an error naming it.
+Result<std::vector<std::string>> jit_check_flags();
 // "/tmp/perf-<pid>.map" when profiling, else "".
 std::string jit_perf_map_path();
 // Opens a perf map for writing without following a link: a new file is created 0600 (O_EXCL);
@@ -46,7 +58,8 @@ Result<CpuCompileOutput> compile_cpu(const std::string& source, const std::strin
                                      const CpuCompileOptions& opts);
 
 // Loads an object into its own JITDylib (once per key per process) and returns the address of
-// `symbol`. Only an explicit allow-list of host symbols (memcpy, memmove, memset) resolves.
+// `symbol`. Only an explicit allow-list of host symbols (memcpy, memmove, memset) resolves, and
+// with GBX_JIT_CHECKS=address the ASan runtime's __asan_* entry points.
 Result<void*> jit_load_object(const std::string& key, const std::string& object,
                               const std::string& symbol);
 

@@ -3,7 +3,7 @@
 # and their mid-game states, defined once so the cpu and the GPU numbers start from the same
 # machine state.
 #   gbx_games_roms BUILD ROOT        the default ROM list: BUILD/roms/game_loop.gb (when sdcc
-#                                    built it), ../shared/games/{2048,libbet}.gb when present
+#                                    built it), then every ../shared/games/*.gb
 #   gbx_games_schedule SEED SEGMENTS HOLD BIN JSON
 #                                    the input schedule from the seed alone: one random joypad
 #                                    byte per segment (BIN, what `gbx-run run --actions FILE`
@@ -15,10 +15,10 @@
 # States are made at run time, never stored: the ROMs are not ours to ship.
 
 gbx_games_roms() {
-  local build=$1 root=$2 roms="" g f
+  local build=$1 root=$2 roms="" f
   [ -f "$build/roms/game_loop.gb" ] && roms="$build/roms/game_loop.gb"
-  for g in 2048 libbet; do
-    f="$root/../shared/games/$g.gb"
+  # Every game in ../shared/games, taken from the folder (a game added there is measured).
+  for f in "$root"/../shared/games/*.gb; do
     [ -f "$f" ] && roms="$roms $f"
   done
   echo "$roms"

@@ -72,6 +72,62 @@ TEST_CASE("simt model: events and op CB open the iteration of the unit that foll
   CHECK(trace_unit_name(kTraceBlock + 12) == "block 12");
 }
 
+TEST_CASE("majority schedule: lanes on the same units at different phases line up") {
+  // Lane 0 runs A B C A B C ...; lane 1 the same loop one unit later (B C A ...). simt pays
+  // two units per iteration (lanes 1 per issue); majority lets one lane wait once, after which
+  // both run together (lanes -> 2).
+  std::vector<std::vector<uint32_t>> lanes(2);
+  for (int i = 0; i < 30; ++i) {
+    lanes[0].push_back(10 + i % 3);
+    lanes[1].push_back(10 + (i + 1) % 3);
+  }
+  CHECK(fold1(lanes).lanes() == doctest::Approx(1));
+  IssueSchedule m{64, 0};
+  const SimtCost c = simt_fold(lanes, {&kCount}, m)[0];
+  CHECK(c.dispatches == 60);  // every lane iteration runs exactly once
+  CHECK(c.iterations == 31);  // one lost to the wait: 60 lane-units in 31 issues
+  CHECK(c.lanes() == doctest::Approx(60.0 / 31));
+  // The scheduler's overhead is issued every iteration and useful to no lane.
+  IssueSchedule mo{64, 1};
+  CHECK(simt_fold(lanes, {&kCount}, mo)[0].lanes() == doctest::Approx(60.0 / 62));
+  // The bound: a lane whose unit no other lane shares runs after waiting B iterations.
+  std::vector<std::vector<uint32_t>> odd(32, std::vector<uint32_t>(40, 7));
+  odd[5] = std::vector<uint32_t>(3, 9);
+  IssueSchedule b4{4, 0};
+  const SimtCost o = simt_fold(odd, {&kCount}, b4)[0];
+  CHECK(o.dispatches == 31 * 40 + 3);
+  CHECK(o.iterations == 43);  // lane 5 served after every 4th iteration of the others
+  CHECK(IssueSchedule::parse("majority:16").value().wait_bound == 16);
+  CHECK(IssueSchedule::parse("simt").value().wait_bound == 0);
+  CHECK_FALSE(IssueSchedule::parse("majority:0").ok());
+  CHECK_FALSE(IssueSchedule::parse("greedy").ok());
+}
+
+TEST_CASE("+family: opcodes of one instruction family are one unit") {
+  auto fam = unit_families();
+  REQUIRE_MESSAGE(fam.ok(), (fam.ok() ? "" : fam.error().message));
+  // LD B,C (41) and LD D,E (53): one family; INC B (04) another; op CB stays itself.
+  CHECK(fam->of.at(0x41) == fam->of.at(0x53));
+  CHECK(fam->of.at(0x41) != fam->of.at(0x04));
+  CHECK(fam->of.count(0xCB) == 0);
+  CHECK(fam->of.at(kTraceCb + 0x40) == fam->of.at(kTraceCb + 0x7F));  // BIT 0,B and BIT 7,A
+  // Half the lanes on LD B,C, half on LD D,E: two units under simt, one family unit.
+  std::vector<const UnitWeights*> w = {&kCount};
+  WarpFolder f(w, {IssueSchedule{}, IssueSchedule::parse("simt+family").value()}, &fam.value());
+  for (uint32_t t = 0; t < 32; ++t) f.record(t, t % 2 ? 0x41 : 0x53);
+  // op CB then its CB unit stay one iteration under families too.
+  for (uint32_t t = 0; t < 32; ++t) {
+    f.record(t, 0xCB);
+    f.record(t, kTraceCb + (t % 2 ? 0x40 : 0x7F));
+  }
+  const auto c = f.flush();
+  CHECK(c[0].iterations == 2);
+  CHECK(c[1].iterations == 2);
+  CHECK(c[0].lanes() == doctest::Approx(16));
+  // Family units cost their dearest member + kOperandSelect (count weights: 1 + 4).
+  CHECK(c[1].lanes() == doctest::Approx(32));
+}
+
 TEST_CASE("the warp folder groups threads as a launch does (thread t on lane t % 32)") {
   WarpFolder f({&kCount});
   // Warp 0: lanes 0 and 1 on different units; warp 1: lanes 32 and 33 together.
@@ -126,17 +182,17 @@ TEST_CASE("divergence on the double: lockstep is 32 lanes, a split warp what the
   REQUIRE_MESSAGE(lock.ok(), (lock.ok() ? "" : lock.error().message));
   REQUIRE(lock->steps.size() == 1);
   CHECK(lock->steps[0].step == 1);
-  CHECK(lock->steps[0].ptx.lanes() == doctest::Approx(32));
-  CHECK(lock->steps[0].count.lanes() == doctest::Approx(32));
-  CHECK(lock->steps[0].count.lanes_seen == 32);
+  CHECK(lock->steps[0].ptx[0].lanes() == doctest::Approx(32));
+  CHECK(lock->steps[0].count[0].lanes() == doctest::Approx(32));
+  CHECK(lock->steps[0].count[0].lanes_seen == 32);
   // Two frames of INC; JR pairs (16 T-cycles): about 70224 * 2 / 8 loop iterations a lane.
-  CHECK(lock->steps[0].count.iterations > 17000);
+  CHECK(lock->steps[0].count[0].iterations > 17000);
 
   o.actions = actions.string();
   auto split = run_divergence(o, nullptr);
   REQUIRE_MESSAGE(split.ok(), (split.ok() ? "" : split.error().message));
-  const SimtCost& count = split->steps[0].count;
-  const SimtCost& ptx = split->steps[0].ptx;
+  const SimtCost& count = split->steps[0].count[0];
+  const SimtCost& ptx = split->steps[0].ptx[0];
   // The step is the loop but for 8 shared set-up iterations (the groups leave the JR NZ in
   // step; the step's end, by cycles, would leave them out of step for the next one): each INC
   // iteration issues two units for 32 lanes, each JR one.

@@ -15,6 +15,7 @@ struct DivergenceCli {
   DivergenceOptions o;
   std::string measure;
   std::string actions = "random,none";
+  std::string schedules = "simt";
 };
 
 Result<std::vector<int>> parse_steps(const std::string& list) {
@@ -45,19 +46,33 @@ int cmd_divergence(DivergenceCli& c) {
   for (std::string p; std::getline(ss, p, ',');) policies.push_back(p);
   if (policies.empty())
     return tool::fail(make_error(ErrorKind::Usage, "--actions names no policy"));
+  c.o.schedules.clear();
+  std::stringstream sched(c.schedules);
+  for (std::string t; std::getline(sched, t, ',');) {
+    auto s = IssueSchedule::parse(t);
+    if (!s) return tool::fail(s.error());
+    c.o.schedules.push_back(s.value());
+  }
+  if (c.o.schedules.empty())
+    return tool::fail(make_error(ErrorKind::Usage, "--schedule names no schedule"));
   for (const std::string& p : policies) {
     DivergenceOptions o = c.o;
     o.actions = p;
     auto r = run_divergence(o, nullptr);
     if (!r) return tool::fail(r.error());
     if (&p == &policies.front())
-      std::printf("%-8s %5s %8s %7s %8s %10s %10s\n", "actions", "step", "lanes", "eff", "lanes#",
-                  "disp/lane", "warp_iters");
+      std::printf("%-8s %5s %-14s %8s %7s %8s %10s %10s\n", "actions", "step", "schedule", "lanes",
+                  "eff", "lanes#", "disp/lane", "warp_iters");
     for (const DivergenceStep& s : r->steps)
-      std::printf("%-8s %5d %8.2f %6.1f%% %8.2f %10.0f %10llu\n", p.c_str(), s.step, s.ptx.lanes(),
-                  100 * s.ptx.efficiency(), s.count.lanes(),
-                  s.count.lanes_seen ? (double)s.count.dispatches / (double)s.count.lanes_seen : 0,
-                  (unsigned long long)s.count.iterations);
+      for (size_t si = 0; si < o.schedules.size(); ++si) {
+        const SimtCost& ptx = s.ptx[si];
+        const SimtCost& count = s.count[si];
+        std::printf("%-8s %5d %-14s %8.2f %6.1f%% %8.2f %10.0f %10llu\n", p.c_str(), s.step,
+                    o.schedules[si].name().c_str(), ptx.lanes(), 100 * ptx.efficiency(),
+                    count.lanes(),
+                    count.lanes_seen ? (double)count.dispatches / (double)count.lanes_seen : 0,
+                    (unsigned long long)count.iterations);
+      }
     std::printf("# %s: kernel %s, %d warps (%d envs), weights %s\n", p.c_str(),
                 r->kernel_entry.substr(0, 16).c_str(), o.warps, o.warps * 32,
                 r->ptx_unit_weights.source.c_str());
@@ -92,6 +107,11 @@ void register_divergence(CLI::App& app, Commands& cmds) {
   c->add_option("--specialize", d.o.specialize, "off or profile:FILE (a ROM-specialized kernel)")
       ->capture_default_str();
   c->add_option("--stage", d.o.stage, "stage compiled")->capture_default_str();
+  c->add_option("--schedule", d.schedules,
+                "issue schedules priced on the same trace: simt (the kernel as it is), "
+                "majority:B (lanes of the warp's most common next unit run; B: most "
+                "iterations a lane waits)")
+      ->capture_default_str();
   cmds.emplace_back(c, [] { return cmd_divergence(d); });
 }
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "gbx/engine/cache.h"
+#include "gbx/engine/generator.h"
 #include "gbx/engine/synthesis.h"
 #include "gbx/runtime/action_policy.h"
 #include "gbx/runtime/backend.h"
@@ -37,8 +38,8 @@ std::vector<Iter> iterations(const std::vector<uint32_t>& records) {
     if (u == kTraceEvents) {
       if (events) out.push_back(Iter{true, kNoUnit});  // two in a row: an events-only one
       events = true;
-    } else if (u >= kTraceCb && u < kTraceCb + 256 && !events && !out.empty() &&
-               out.back().unit == kTraceOp + 0xCB) {
+    } else if (((u >= kTraceCb && u < kTraceCb + 256) || u >= kTraceFamily) && !events &&
+               !out.empty() && out.back().unit == kTraceOp + 0xCB) {
       out.back().unit = u;
     } else {
       out.push_back(Iter{events, u});
@@ -89,8 +90,146 @@ SimtCost& SimtCost::operator+=(const SimtCost& o) {
   return *this;
 }
 
+std::string IssueSchedule::name() const {
+  return (wait_bound == 0 ? std::string("simt") : "majority:" + std::to_string(wait_bound)) +
+         (by_family ? "+family" : "");
+}
+
+Result<IssueSchedule> IssueSchedule::parse(const std::string& text) {
+  std::string t = text;
+  const std::string suffix = "+family";
+  const bool family =
+      t.size() > suffix.size() && t.compare(t.size() - suffix.size(), suffix.size(), suffix) == 0;
+  if (family) t.resize(t.size() - suffix.size());
+  if (t == "simt") return IssueSchedule{0, 0, family};
+  const std::string head = "majority:";
+  if (t.rfind(head, 0) == 0) {
+    const std::string n = t.substr(head.size());
+    if (!n.empty() && n.size() <= 6 && n.find_first_not_of("0123456789") == std::string::npos &&
+        std::stoi(n) >= 1)
+      return IssueSchedule{std::stoi(n), kMajorityOverhead, family};
+  }
+  return make_error(ErrorKind::Usage, "schedule '" + text +
+                                          "' is not simt or majority:B (B = 1-999999 iterations "
+                                          "a lane may wait), with +family or not");
+}
+
+UnitWeights UnitFamilies::widen(const UnitWeights& w) const {
+  UnitWeights out = w;
+  std::map<uint32_t, double> dearest;
+  for (const auto& [unit, fam] : of) {
+    double& d = dearest[fam];
+    d = std::max(d, w.at(unit));
+  }
+  for (const auto& [fam, cost] : dearest) out.cost[fam] = cost + kOperandSelect;
+  out.source = w.source + ", opcodes as families";
+  return out;
+}
+
+Result<UnitFamilies> unit_families() {
+  auto bundle = TemplateBundle::load(TemplateBundle::default_root());
+  if (!bundle) return bundle.take_error();
+  UnitFamilies f;
+  std::map<std::string, uint32_t> index;
+  for (const OpcodeEntry& op : bundle->opcodes()) {
+    auto it = index.find(op.family);
+    if (it == index.end()) {
+      it = index.emplace(op.family, kTraceFamily + (uint32_t)f.names.size()).first;
+      f.names.push_back(op.family);
+    }
+    f.of[(op.cb ? kTraceCb : kTraceOp) + (uint32_t)op.code] = it->second;
+  }
+  f.of.erase(kTraceOp + 0xCB);  // op CB opens its CB unit's iteration (iterations())
+  return f;
+}
+
+namespace {
+
+// The majority schedule (IssueSchedule): lanes advance only when their next unit is the one
+// the warp runs.
+std::vector<SimtCost> majority_fold(const std::vector<std::vector<Iter>>& its,
+                                    const std::vector<const UnitWeights*>& weights,
+                                    const IssueSchedule& sched) {
+  std::vector<SimtCost> out(weights.size());
+  for (SimtCost& c : out) {
+    c.warps = its.empty() ? 0 : 1;
+    c.lanes_seen = its.size();
+  }
+  const size_t n = its.size();
+  std::vector<size_t> at(n, 0);
+  std::vector<int64_t> waited(n, 0);
+  std::vector<std::pair<uint32_t, int>> tally;  // unit, running lanes at it
+  for (;;) {
+    // Served first: the lane that has waited longest once one reached the bound.
+    int64_t longest = -1;
+    size_t forced = n;
+    tally.clear();
+    for (size_t i = 0; i < n; ++i) {
+      if (at[i] >= its[i].size()) continue;
+      const uint32_t u = its[i][at[i]].unit;
+      auto t =
+          std::find_if(tally.begin(), tally.end(), [&](const auto& e) { return e.first == u; });
+      if (t == tally.end())
+        tally.emplace_back(u, 1);
+      else
+        ++t->second;
+      if (waited[i] >= sched.wait_bound && waited[i] > longest) {
+        longest = waited[i];
+        forced = i;
+      }
+    }
+    if (tally.empty()) break;
+    uint32_t chosen = 0;
+    if (forced < n) {
+      chosen = its[forced][at[forced]].unit;
+    } else {
+      const auto best =
+          std::max_element(tally.begin(), tally.end(), [](const auto& a, const auto& b) {
+            return a.second < b.second || (a.second == b.second && a.first > b.first);
+          });
+      chosen = best->first;
+    }
+    bool any_events = false;
+    uint64_t running = 0;
+    for (size_t i = 0; i < n; ++i)
+      if (at[i] < its[i].size() && its[i][at[i]].unit == chosen) any_events |= its[i][at[i]].events;
+    for (size_t wi = 0; wi < weights.size(); ++wi) {
+      const UnitWeights& w = *weights[wi];
+      const double ev = w.at(kTraceEvents);
+      const double unit = chosen == kNoUnit ? 0 : w.at(chosen);
+      double useful = 0;
+      uint64_t ran = 0;
+      for (size_t i = 0; i < n; ++i) {
+        if (at[i] >= its[i].size() || its[i][at[i]].unit != chosen) continue;
+        ++ran;
+        useful += w.loop_top + (its[i][at[i]].events ? ev : 0) + unit;
+      }
+      SimtCost& c = out[wi];
+      c.issued += sched.overhead + w.loop_top + (any_events ? ev : 0) + unit;
+      c.useful += useful;
+      c.iterations += 1;
+      c.dispatches += ran;
+      running = ran;
+    }
+    (void)running;
+    for (size_t i = 0; i < n; ++i) {
+      if (at[i] >= its[i].size()) continue;
+      if (its[i][at[i]].unit == chosen) {
+        ++at[i];
+        waited[i] = 0;
+      } else {
+        ++waited[i];
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<SimtCost> simt_fold(const std::vector<std::vector<uint32_t>>& lanes,
-                                const std::vector<const UnitWeights*>& weights) {
+                                const std::vector<const UnitWeights*>& weights,
+                                const IssueSchedule& schedule) {
   std::vector<std::vector<Iter>> its;
   size_t longest = 0;
   for (const auto& l : lanes) {
@@ -98,6 +237,7 @@ std::vector<SimtCost> simt_fold(const std::vector<std::vector<uint32_t>>& lanes,
     its.push_back(iterations(l));
     longest = std::max(longest, its.back().size());
   }
+  if (schedule.wait_bound > 0) return majority_fold(its, weights, schedule);
   std::vector<SimtCost> out(weights.size());
   for (SimtCost& c : out) {
     c.warps = its.empty() ? 0 : 1;
@@ -139,8 +279,17 @@ std::vector<SimtCost> simt_fold(const std::vector<std::vector<uint32_t>>& lanes,
   return out;
 }
 
-WarpFolder::WarpFolder(std::vector<const UnitWeights*> weights)
-    : weights_(std::move(weights)), lanes_(32), sum_(weights_.size()) {}
+WarpFolder::WarpFolder(std::vector<const UnitWeights*> weights,
+                       std::vector<IssueSchedule> schedules, const UnitFamilies* families)
+    : weights_(std::move(weights)),
+      schedules_(std::move(schedules)),
+      families_(families),
+      lanes_(32),
+      family_lanes_(32),
+      sum_(weights_.size() * schedules_.size()) {
+  if (families_)
+    for (const UnitWeights* w : weights_) family_weights_.push_back(families_->widen(*w));
+}
 
 void WarpFolder::record(uint32_t thread, uint32_t unit) {
   const int64_t warp = thread / 32;
@@ -153,8 +302,24 @@ void WarpFolder::record(uint32_t thread, uint32_t unit) {
 
 void WarpFolder::fold() {
   if (warp_ >= 0) {
-    const std::vector<SimtCost> c = simt_fold(lanes_, weights_);
-    for (size_t i = 0; i < c.size(); ++i) sum_[i] += c[i];
+    std::vector<const UnitWeights*> widened;
+    if (families_) {
+      for (const UnitWeights& w : family_weights_) widened.push_back(&w);
+      for (size_t l = 0; l < lanes_.size(); ++l) {
+        family_lanes_[l].clear();
+        for (const uint32_t u : lanes_[l]) {
+          const auto it = families_->of.find(u);
+          family_lanes_[l].push_back(it == families_->of.end() ? u : it->second);
+        }
+      }
+    }
+    for (size_t si = 0; si < schedules_.size(); ++si) {
+      const IssueSchedule& sc = schedules_[si];
+      const bool fam = sc.by_family && families_;
+      const std::vector<SimtCost> c =
+          simt_fold(fam ? family_lanes_ : lanes_, fam ? widened : weights_, sc);
+      for (size_t i = 0; i < c.size(); ++i) sum_[si * weights_.size() + i] += c[i];
+    }
   }
   for (auto& l : lanes_) l.clear();
   warp_ = -1;
@@ -163,7 +328,7 @@ void WarpFolder::fold() {
 std::vector<SimtCost> WarpFolder::flush() {
   fold();
   std::vector<SimtCost> out = sum_;
-  sum_.assign(weights_.size(), SimtCost{});
+  sum_.assign(weights_.size() * schedules_.size(), SimtCost{});
   return out;
 }
 
@@ -252,7 +417,15 @@ Result<DivergenceResult> run_divergence(const DivergenceOptions& o,
   const UnitWeights& ptx_w = result.ptx_unit_weights;
   const UnitWeights count_w = count_weights();
 
-  WarpFolder folder({&ptx_w, &count_w});
+  if (o.schedules.empty()) return usage("no schedule to price");
+  UnitFamilies families;
+  if (std::any_of(o.schedules.begin(), o.schedules.end(),
+                  [](const IssueSchedule& sc) { return sc.by_family; })) {
+    auto f = unit_families();
+    if (!f) return f.take_error();
+    families = std::move(f.value());
+  }
+  WarpFolder folder({&ptx_w, &count_w}, o.schedules, &families);
   std::vector<int32_t> actions;
   for (int s = 1; s <= o.steps; ++s) {
     policy->fill(s - 1, be.num_envs(), actions);
@@ -267,13 +440,15 @@ Result<DivergenceResult> run_divergence(const DivergenceOptions& o,
     const std::vector<SimtCost> c = folder.flush();
     DivergenceStep d;
     d.step = s;
-    d.ptx = c[0];
-    d.count = c[1];
+    for (size_t si = 0; si < o.schedules.size(); ++si) {
+      d.ptx.push_back(c[2 * si]);
+      d.count.push_back(c[2 * si + 1]);
+    }
     result.steps.push_back(d);
     if (progress) {
       char line[160];
       std::snprintf(line, sizeof line, "step %d: %.2f lanes (ptx), %.2f lanes (count)", s,
-                    d.ptx.lanes(), d.count.lanes());
+                    d.ptx[0].lanes(), d.count[0].lanes());
       progress(line);
     }
   }

@@ -63,16 +63,65 @@ struct SimtCost {
   SimtCost& operator+=(const SimtCost& o);
 };
 
+// How a warp's lanes are lined up at the dispatch loop's top.
+//   simt (wait_bound 0): as the kernel is today: every running lane takes its next iteration
+//     at every warp iteration, and the warp issues each distinct unit among them.
+//   majority:B: a warp-level scheduler (a candidate of docs/internals/divergence.md): at each
+//     iteration only the lanes whose next unit is the warp's most common one run it; the
+//     others wait, and a lane that has waited B iterations is served first (its unit runs,
+//     with every lane that shares it). Each env's emulated time is its own, so what every
+//     env computes is unchanged; only the issue order differs. The scheduler's own
+//     instructions (`overhead`: match, vote and counters, run by every running lane) are
+//     issued each iteration and counted as issued, not useful.
+//   +family (a suffix of either): the uniform-dispatch candidate, estimated before it is
+//     built: every opcode of an instruction family (templates/sm83/opcodes.tsv: LD r,r' is
+//     one family, ALU A,r one, the CB page's BIT/SET/RES/rotates a few) is one unit, lanes on
+//     LD B,C and LD D,E running the same instructions with their operands chosen by index.
+//     A family unit costs its dearest opcode plus kOperandSelect; the families whose
+//     members also differ in their operation (alu: ADD/SUB/AND/...) would pay for that
+//     inside, which this leaves out, so +family bounds the gain from above.
+struct IssueSchedule {
+  int wait_bound = 0;  // 0: simt
+  double overhead = 0;
+  bool by_family = false;
+  std::string name() const;  // "simt", "majority:16", "simt+family"
+  // "simt", "majority:B" (B >= 1; overhead kMajorityOverhead), either with "+family".
+  static Result<IssueSchedule> parse(const std::string& text);
+};
+// Instructions a family handler spends choosing its operands by index (a table load and the
+// register-file index): an estimate, as kMajorityOverhead.
+inline constexpr double kOperandSelect = 4;
+
+// Opcode units -> family units (kTraceFamily + index), and each weight set's family costs.
+inline constexpr uint32_t kTraceFamily = 1u << 20;
+struct UnitFamilies {
+  std::map<uint32_t, uint32_t> of;  // op/cb unit -> family unit
+  std::vector<std::string> names;   // family unit - kTraceFamily -> template name
+  // `w` with each family unit's cost (its dearest member + kOperandSelect) added.
+  UnitWeights widen(const UnitWeights& w) const;
+};
+// From the opcode table of the templates the kernels are built from.
+Result<UnitFamilies> unit_families();
+// The majority scheduler's per-iteration cost in instructions: an estimate (match.any, popc,
+// a max reduction over the warp, the selection compare, the wait counter and its bound
+// check) until a kernel that runs it gives its PTX count.
+inline constexpr double kMajorityOverhead = 12;
+
 // One warp: lanes[i] is lane i's trace in the order it ran (units as above; an events record
 // and op CB are merged into the iteration they open). One cost per weight set.
 std::vector<SimtCost> simt_fold(const std::vector<std::vector<uint32_t>>& lanes,
-                                const std::vector<const UnitWeights*>& weights);
+                                const std::vector<const UnitWeights*>& weights,
+                                const IssueSchedule& schedule = {});
 
 // Collects a launch's trace (thread index, unit) warp by warp: a warp's lanes are folded and
-// dropped when a thread of another warp reports, and at flush().
+// dropped when a thread of another warp reports, and at flush(). Results are per schedule,
+// then per weight set: index schedule * weights.size() + weight.
 class WarpFolder {
  public:
-  explicit WarpFolder(std::vector<const UnitWeights*> weights);
+  // `families` (needed by +family schedules) must outlive the folder.
+  explicit WarpFolder(std::vector<const UnitWeights*> weights,
+                      std::vector<IssueSchedule> schedules = {IssueSchedule{}},
+                      const UnitFamilies* families = nullptr);
   void record(uint32_t thread, uint32_t unit);
   // Folds what is held and returns the sums since the last flush.
   std::vector<SimtCost> flush();
@@ -80,7 +129,10 @@ class WarpFolder {
  private:
   void fold();
   std::vector<const UnitWeights*> weights_;
-  std::vector<std::vector<uint32_t>> lanes_;
+  std::vector<IssueSchedule> schedules_;
+  const UnitFamilies* families_ = nullptr;
+  std::vector<UnitWeights> family_weights_;  // weights_, widened by families_
+  std::vector<std::vector<uint32_t>> lanes_, family_lanes_;
   int64_t warp_ = -1;
   std::vector<SimtCost> sum_;
 };
@@ -97,11 +149,13 @@ struct DivergenceOptions {
   uint64_t seed = 1;
   std::string specialize = "off";  // off | profile:FILE (rom_specializer.cpp)
   std::string stage = "emulate_only";
+  std::vector<IssueSchedule> schedules = {IssueSchedule{}};  // each priced on the same trace
 };
 
 struct DivergenceStep {
   int step = 0;  // 1-based
-  SimtCost ptx, count;
+  // Per DivergenceOptions::schedules entry: PTX weights, and every unit 1.
+  std::vector<SimtCost> ptx, count;
 };
 
 struct DivergenceResult {

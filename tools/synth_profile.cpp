@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "gbx/runtime/specialize.h"
 #include "synth_common.h"
+#include "tool_options.h"
 
 namespace gbx::tool {
 namespace {
@@ -74,13 +75,9 @@ void register_profile(CLI::App& app, Commands& cmds) {
   pr->add_option("--actions", prof.actions, "random (a random byte per env per step) | none")
       ->capture_default_str();
   pr->add_option("--seed", prof.seed, "seed of the random actions")->capture_default_str();
-  pr->add_option("--envs", prof.envs, "envs profiled together (their counts add up)")
-      ->capture_default_str();
-  pr->add_option("--frames-per-step", prof.frames_per_step, "frames per step (one action a step)")
-      ->capture_default_str();
-  pr->add_option("--release-after-frames", prof.release_after_frames,
-                 "buttons are released after N frames of each step (-1: never)")
-      ->capture_default_str();
+  add_declared(pr, kProfile, "num_envs", prof.envs);
+  add_declared(pr, kProfile, "frames_per_step", prof.frames_per_step);
+  add_declared(pr, kProfile, "release_after_frames", prof.release_after_frames);
   pr->add_option("--load-state", prof.load_state,
                  "save state every env starts from (gbx-run run --save-state): profile mid-game");
   pr->add_option("--out", prof.out, "output file (default: stdout)");

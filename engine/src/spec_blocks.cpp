@@ -1,4 +1,4 @@
-// ROM-specialized blocks as C++ source (moved out of generator.cpp; see spec_blocks.h).
+// ROM-specialized blocks as C++ source (spec_blocks.h), spliced into the kernel by generator.cpp.
 #include "spec_blocks.h"
 
 #include <algorithm>
@@ -224,7 +224,7 @@ class SpecEmitter {
     // fall-throughs, over nested calls to their own return sites) up to kMaxCalleeBlocks; each
     // RET among them gets the call's return site (the block after it) as a chain target. The
     // chain still tests the PC it popped, so a RET that returns elsewhere (a jump table, a
-    // tail call) goes back to the dispatch as before. sdcc code calls a helper every few
+    // tail call) goes back to the dispatch. sdcc code calls a helper every few
     // instructions: without these chains every return left the function.
     constexpr size_t kMaxCalleeBlocks = 64;
     const size_t static_blocks = blks.size();

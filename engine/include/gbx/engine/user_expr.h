@@ -40,6 +40,10 @@ Result<std::string> prepare_user_expr(const std::string& text, const std::string
                                       const UserExprView& view, int num_tracked, bool allow_tracked,
                                       int num_hooks = 0);
 
+// The view the template bundle's manifest declares ("user_expressions"); generator.cpp.
+class TemplateBundle;
+Result<UserExprView> user_expr_view(const TemplateBundle& bundle);
+
 // Whether `text` holds the identifier `name` (a whole word): which builtins an expression uses.
 bool expr_names(const std::string& text, const std::string& name);
 

@@ -5,7 +5,7 @@
 // it and one line of doc. From the declaration come the CLI11 flags of every subcommand that
 // takes an option (tools/tool_options.h), the keyword arguments of gbx._native.Backend
 // (python/src/native_env.cpp) and their stub, the check of gbx.VecEnv's signature, the option
-// tables of the docs (`gbx-synth options --markdown`) and BackendConfig from option values
+// tables of the docs (`gbx-synth options`) and BackendConfig from option values
 // (apply_options). A new option is one entry there plus its use.
 #include <cstdint>
 #include <map>

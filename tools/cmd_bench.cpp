@@ -20,29 +20,30 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 struct BenchCli {
-  std::string backend = "cpu";
+  // The declared options' defaults are the declaration's (add_declared sets them).
+  std::string backend;
   std::string rom = "builtin:ALU_LOOP";
   std::string envs = "1,8,64,512,2048,8192";
   long long steps = 0;
   double seconds = 2.0;
   long long warmup_steps = 3;
-  int frames_per_step = 1;
-  int release_after_frames = -1;
-  std::string stage = "full_step";
-  int threads = 0;
+  int frames_per_step{};
+  int release_after_frames{};
+  std::string stage;
+  int threads{};
   long long sync_every = 64;
-  int device_index = 0;
-  int block_size = 0;
+  int device_index{};
+  int block_size{};
   std::string label;
   std::string actions = "random";
   unsigned long long action_seed = 1;
   std::string json_path;
   std::string out = "artifacts";
   bool verbose = false;
-  bool rtc_lock = false;
-  std::string ppu{to_string(kDefaultPpu)};
-  std::string layout = "env_major";
-  std::string specialize = "off";
+  bool rtc_lock{};
+  std::string ppu;
+  std::string layout;
+  std::string specialize;
   std::string load_state;
 };
 
@@ -123,10 +124,11 @@ int cmd_bench(const BenchCli& c) {
 }
 
 struct StagesCli {
+  // The declared options' defaults are the declaration's (add_declared sets them).
   InterleavedBenchOptions o;
   std::string envs = "64";
   std::vector<std::string> variants = {"emulate_only", "obs_only:pixels"};
-  std::string ppu{to_string(kDefaultPpu)};
+  std::string ppu;
 };
 
 int cmd_bench_stages(StagesCli& c) {

@@ -14,12 +14,13 @@ namespace {
 using namespace gbx;
 
 struct TestRomCli {
+  // The declared options' defaults are the declaration's (add_declared sets them).
   std::vector<std::string> roms;
   long long frames = 3600;
   std::string backend = "cpu";
   std::string expect_png;
   std::string rule = "auto";
-  std::string ppu{to_string(kDefaultPpu)};
+  std::string ppu;
   std::string screen_out;
   bool verbose = false;
 };

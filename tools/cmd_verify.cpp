@@ -15,22 +15,23 @@ namespace {
 using namespace gbx;
 
 struct VerifyCli {
+  // The declared options' defaults are the declaration's (add_declared sets them).
   std::string ref = "mgba";
   std::string dut = "cpu";
   std::string dut_specialize = "off";
   std::string rom = "builtin:ALU_LOOP";
   long long steps = 1024;
-  int frames_per_step = 1;
+  int frames_per_step{};
   long long compare_every = 1;
   std::vector<std::string> regions;
   std::string actions = "noop";
   uint64_t seed = 0;
-  std::string stage = "full_step";
+  std::string stage;
   std::string fault;
   std::string out = "artifacts";
-  bool rtc_lock = false;
-  std::string ppu{to_string(kDefaultPpu)};
-  std::string layout = "env_major";
+  bool rtc_lock{};
+  std::string ppu;
+  std::string layout;
   std::string dut_layout;
   bool screen = false;
 };

@@ -11,13 +11,14 @@ namespace gbx::tool {
 namespace {
 
 struct ProfileOptions {
+  // The declared options' defaults are the declaration's (add_declared sets them).
   std::string rom;
   int frames = 600;
   std::string actions = "random";
   uint64_t seed = 1;
-  int envs = 1;
-  int frames_per_step = 1;
-  int release_after_frames = -1;
+  int envs{};
+  int frames_per_step{};
+  int release_after_frames{};
   std::string load_state;
   std::string out;
 };

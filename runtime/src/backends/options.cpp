@@ -75,7 +75,8 @@ std::vector<OptionDecl> declare() {
                   "a step's buttons are released after this many frames (-1: held all step)")
                   .range(-1, INT_MAX)
                   .except(kPython | kDivergence, "8",
-                          "an agent's press is a tap of 8 frames, as a player's; the CLI holds "
+                          "an agent's press is a tap of 8 frames, as a player's, and the "
+                          "divergence meter measures that step; the other commands hold "
                           "buttons for the whole step")
                   .into(GBX_INTO(release_after_frames, i32(v))));
   o.push_back(Opt("threads", "--threads", T::Int, "0",

@@ -135,7 +135,7 @@ TEST_CASE("a legacy-stream upload with no edge before a non-blocking launch abor
   REQUIRE(buf.ok());
   std::vector<unsigned char> bytes(256, 1);
 
-  // What DeviceBuffer::upload used to do with no stream: cuMemcpyHtoD on the legacy stream,
+  // What an upload with no stream would do: cuMemcpyHtoD on the legacy stream,
   // which returns once the source is staged and does not order a CU_STREAM_NON_BLOCKING one.
   Child racy = in_child([&] {
     auto s = CudaStream::create(ctx);
@@ -265,7 +265,7 @@ TEST_CASE("every __global__ function of a module is launchable with its own para
   REQUIRE(be.sync().ok());
   auto rom = be.read_memory(3, 0x0100, 0x0104);
   REQUIRE(rom.ok());
-  CHECK(*rom == std::vector<uint8_t>{0x00, 0xC3, 0x50, 0x01});  // design section 6
+  CHECK(*rom == std::vector<uint8_t>{0x00, 0xC3, 0x50, 0x01});  // NOP; JP 0150 (Pan Docs: header)
 }
 
 TEST_CASE("a kernel handed a freed buffer aborts naming the parameter") {
@@ -375,7 +375,7 @@ TEST_CASE("injected driver failures are errors naming the driver's code, never '
   CHECK(has(info.output,
             "error: CUDA driver error: cuInit failed: CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"));
 
-  // No device, and no driver library at all: "no CUDA device", exit 3, as before.
+  // No device, and no driver library at all: "no CUDA device", exit 3.
   auto none = test::run_command(with_env(run, "nodevice"));
   CHECK(none.exit_code == 3);
   CHECK(has(none.output, "error: no CUDA device: the NVIDIA driver reports no devices"));

@@ -1,8 +1,7 @@
-// ROM-specialized kernels on the cuda backend (design.md section 10, issue [G].4 "same for
-// cuda"): the specialized kernel NVRTC builds from the same generated source ends every env
-// byte-identical (save states: registers, counters, memory, framebuffer) to the plain cpu
-// interpreter, with random actions, on built-in ROMs (all of them with
-// GBX_TEST_CUDA_SPECIALIZE_ALL=1); `auto` profiles on the device,
+// ROM-specialized kernels on the cuda backend (docs/internals/specialization.md): the specialized
+// kernel NVRTC builds from the same generated source ends every env byte-identical (save states:
+// registers, counters, memory, framebuffer) to the plain cpu interpreter, with random actions, on
+// built-in ROMs (all of them with GBX_TEST_CUDA_SPECIALIZE_ALL=1); `auto` profiles on the device,
 // compiles in the background and swaps in between steps. Device-only like test_cuda_backend
 // (CTest also runs it on the CUDA driver double, test_cuda_specialize_on_double); without a
 // device it prints "[skipped]".

@@ -1,5 +1,5 @@
-// ROM-specialized kernels (design.md section 10): block discovery on known programs, and the
-// exactness rule: a specialized kernel's end state (every state field, memory, framebuffer,
+// ROM-specialized kernels (docs/internals/specialization.md): block discovery on known programs,
+// and the exactness rule: a specialized kernel's end state (every state field, memory, framebuffer,
 // as a save state holds them) is byte-identical to the interpreter's, on every built-in ROM
 // and on ROMs that run code from WRAM/HRAM (rewriting it) and from switched ROM banks.
 #include <doctest/doctest.h>
@@ -503,7 +503,7 @@ TEST_CASE("finish_tier_up waits for the compile and swaps the specialized kernel
 
 TEST_CASE("a specialization that fails is an error from finish_tier_up, the interpreter goes on") {
   // The specialized kernel is generated from the templates when the profile ends: a copy of
-  // them whose specialized-block helpers no longer compile makes that compile fail.
+  // them whose specialized-block helpers do not compile makes that compile fail.
   test::TempDir d;
   const auto templates = d.path / "templates";
   std::filesystem::copy(std::filesystem::path(GBX_TEST_SOURCE_DIR) / ".." / "templates", templates,

@@ -96,8 +96,8 @@ TEST_CASE("release_after_frames releases the buttons inside the step") {
   CHECK(peek(*none, 0, kCount) == 0);
 }
 
-// The fix of [D].7: HALT with nothing that can wake it (IE = 0, LCD, timer and serial off)
-// in instruction-budget mode used to push the cycle counter to ~2^62 and then spin in the
+// HALT with nothing that can wake it (IE = 0, LCD, timer and serial off) in instruction-budget
+// mode ends the run at once: it must not push the cycle counter to ~2^62 and then spin in the
 // frame-carry loop for ~10^14 iterations.
 TEST_CASE("instruction-budget run with a HALT that nothing wakes finishes at once") {
   Asm a;

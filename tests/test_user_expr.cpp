@@ -22,7 +22,8 @@ const UserExprView kView{{"ram", "ram16", "seen", "seen_count"},
                          {"a", "f", "b", "c", "d", "e", "h", "l", "pc", "sp"},
                          {"val", "prev"},
                          {"popcount", "sum", "bcd"},
-                         {"hit"}};
+                         {"hit"},
+                         ""};
 
 std::string check_error(const std::string& text, int tracked = 0, bool allow = true,
                         int hooks = 0) {

@@ -11,6 +11,7 @@
 #include "gbx/runtime/bench_stages.h"
 #include "gbx/runtime/system_info.h"
 #include "tool_common.h"
+#include "tool_options.h"
 
 namespace {
 
@@ -19,29 +20,30 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 struct BenchCli {
-  std::string backend = "cpu";
+  // The declared options' defaults are the declaration's (add_declared sets them).
+  std::string backend;
   std::string rom = "builtin:ALU_LOOP";
   std::string envs = "1,8,64,512,2048,8192";
   long long steps = 0;
   double seconds = 2.0;
   long long warmup_steps = 3;
-  int frames_per_step = 1;
-  int release_after_frames = -1;
-  std::string stage = "full_step";
-  int threads = 0;
+  int frames_per_step{};
+  int release_after_frames{};
+  std::string stage;
+  int threads{};
   long long sync_every = 64;
-  int device_index = 0;
-  int block_size = 0;
+  int device_index{};
+  int block_size{};
   std::string label;
   std::string actions = "random";
   unsigned long long action_seed = 1;
   std::string json_path;
   std::string out = "artifacts";
   bool verbose = false;
-  bool rtc_lock = false;
-  std::string ppu{to_string(kDefaultPpu)};
-  std::string layout = "env_major";
-  std::string specialize = "off";
+  bool rtc_lock{};
+  std::string ppu;
+  std::string layout;
+  std::string specialize;
   std::string load_state;
 };
 
@@ -122,10 +124,11 @@ int cmd_bench(const BenchCli& c) {
 }
 
 struct StagesCli {
+  // The declared options' defaults are the declaration's (add_declared sets them).
   InterleavedBenchOptions o;
   std::string envs = "64";
   std::vector<std::string> variants = {"emulate_only", "obs_only:pixels"};
-  std::string ppu{to_string(kDefaultPpu)};
+  std::string ppu;
 };
 
 int cmd_bench_stages(StagesCli& c) {
@@ -183,8 +186,7 @@ void register_bench(CLI::App& app, Commands& cmds) {
   static BenchCli b;
   auto* c = app.add_subcommand(
       "bench", "throughput sweep of one backend over env counts; writes one JSON per sweep");
-  c->add_option("--backend", b.backend, "cpu | cuda | mgba (mgba: one core per env)")
-      ->capture_default_str();
+  add_declared(c, kBench, "backend", b.backend);
   c->add_option("--rom", b.rom, "ROM path or builtin:NAME")->capture_default_str();
   c->add_option("--envs", b.envs, "comma-separated env counts")->capture_default_str();
   c->add_option("--steps", b.steps,
@@ -194,23 +196,16 @@ void register_bench(CLI::App& app, Commands& cmds) {
       ->capture_default_str();
   c->add_option("--warmup-steps", b.warmup_steps, "untimed steps before the clock starts")
       ->capture_default_str();
-  c->add_option("--frames-per-step", b.frames_per_step, "frames per step")->capture_default_str();
-  c->add_option("--release-after-frames", b.release_after_frames,
-                "buttons are released after N frames of each step (default -1: never)")
-      ->capture_default_str();
-  c->add_option("--stage", b.stage, "emulate_only | reward_only | obs_only | full_step")
-      ->capture_default_str();
-  c->add_option("--threads", b.threads, "cpu/mgba threads (0 = all cores)")->capture_default_str();
+  add_declared(c, kBench, "frames_per_step", b.frames_per_step);
+  add_declared(c, kBench, "release_after_frames", b.release_after_frames);
+  add_declared(c, kBench, "stage", b.stage);
+  add_declared(c, kBench, "threads", b.threads);
   c->add_option("--sync-every", b.sync_every,
                 "cuda: sync every K steps (0 = only at the end; always at the end)")
       ->capture_default_str();
-  c->add_option("--device-index", b.device_index, "cuda device")->capture_default_str();
-  c->add_option("--block-size", b.block_size,
-                "cuda threads per block, a multiple of 32 (0 = chosen from the device)")
-      ->capture_default_str();
-  c->add_option("--specialize", b.specialize,
-                "cpu, cuda: off | profile:FILE | auto[:N] (ROM-specialized kernel)")
-      ->capture_default_str();
+  add_declared(c, kBench, "device_index", b.device_index);
+  add_declared(c, kBench, "block_size", b.block_size);
+  add_declared(c, kBench, "specialize", b.specialize);
   c->add_option("--load-state", b.load_state,
                 "save state every env starts from (gbx-run run --save-state; for mgba, one "
                 "saved by --backend mgba)");
@@ -222,14 +217,9 @@ void register_bench(CLI::App& app, Commands& cmds) {
   c->add_option("--seed", b.action_seed, "seed of --actions random")->capture_default_str();
   c->add_option("--json", b.json_path, "write the sweep here instead of OUT/bench/");
   c->add_option("--out", b.out, "output root")->capture_default_str();
-  c->add_flag("--rtc-lock", b.rtc_lock, "freeze cartridge clocks (MBC3 RTC)");
-  c->add_option("--ppu", b.ppu,
-                "pixel model: line (each line drawn at one dot) | fifo (the dot-by-dot pixel FIFO)")
-      ->check(CLI::IsMember({"line", "fifo"}))
-      ->capture_default_str();
-  c->add_option("--layout", b.layout,
-                "per-env memory layout: env_major | interleaved (byte-interleaved across envs)")
-      ->capture_default_str();
+  add_declared(c, kBench, "rtc_lock", b.rtc_lock);
+  add_declared(c, kBench, "ppu", b.ppu);
+  add_declared(c, kBench, "layout", b.layout);
   c->add_flag("--verbose", b.verbose, "backend logs");
   cmds.emplace_back(c, [] { return cmd_bench(b); });
 
@@ -243,9 +233,8 @@ void register_bench(CLI::App& app, Commands& cmds) {
                  "envs per variant; a list (64,256) times every variant at every count in the "
                  "same rounds")
       ->capture_default_str();
-  sc->add_option("--frames-per-step", st.o.frames_per_step, "frames per step")
-      ->capture_default_str();
-  sc->add_option("--threads", st.o.threads, "cpu threads (0 = all cores)")->capture_default_str();
+  add_declared(sc, kBenchStages, "frames_per_step", st.o.frames_per_step);
+  add_declared(sc, kBenchStages, "threads", st.o.threads);
   sc->add_option("--rounds", st.o.rounds, "interleaved rounds")->capture_default_str();
   sc->add_option("--steps-per-round", st.o.steps_per_round, "timed steps per variant and round")
       ->capture_default_str();
@@ -259,9 +248,7 @@ void register_bench(CLI::App& app, Commands& cmds) {
   sc->add_option("--specialize", st.o.specialize,
                  "the @spec variants' kernel: profile:FILE | auto[:N] (profiled, and compiled "
                  "before the warm-up)");
-  sc->add_option("--ppu", st.ppu, "pixel model of variants without @fifo / @line: line | fifo")
-      ->check(CLI::IsMember({"line", "fifo"}))
-      ->capture_default_str();
+  add_declared(sc, kBenchStages, "ppu", st.ppu);
   sc->add_option("--load-state", st.o.load_state,
                  "save state every env of every variant starts from");
   sc->add_option("--actions", st.o.actions, "random | none | FILE (as for bench)")

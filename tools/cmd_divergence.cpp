@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "gbx/runtime/divergence.h"
 #include "tool_common.h"
+#include "tool_options.h"
 
 namespace {
 
@@ -94,23 +95,20 @@ void register_divergence(CLI::App& app, Commands& cmds) {
   c->add_option("--rom", d.o.rom, "ROM file or builtin:NAME")->required();
   c->add_option("--load-state", d.o.load_state, "save state every env starts from");
   c->add_option("--warps", d.o.warps, "warps measured (envs = 32 x warps)")->capture_default_str();
-  c->add_option("--frames-per-step", d.o.frames_per_step, "frames per step (one launch)")
-      ->capture_default_str();
-  c->add_option("--release-after-frames", d.o.release_after_frames,
-                "buttons released after this many frames of a step (< 0: held)")
-      ->capture_default_str();
+  add_declared(c, kDivergence, "frames_per_step", d.o.frames_per_step);
+  add_declared(c, kDivergence, "release_after_frames", d.o.release_after_frames);
   c->add_option("--steps", d.o.steps, "steps run")->capture_default_str();
   c->add_option("--measure", d.measure, "steps traced, e.g. 1,21 (default: every step)");
   c->add_option("--actions", d.actions, "policies, each run in turn: random, none, a file")
       ->capture_default_str();
   c->add_option("--seed", d.o.seed, "random actions' seed")->capture_default_str();
-  c->add_option("--specialize", d.o.specialize, "off or profile:FILE (a ROM-specialized kernel)")
-      ->capture_default_str();
-  c->add_option("--stage", d.o.stage, "stage compiled")->capture_default_str();
+  add_declared(c, kDivergence, "specialize", d.o.specialize);
+  add_declared(c, kDivergence, "stage", d.o.stage);
   c->add_option("--schedule", d.schedules,
                 "issue schedules priced on the same trace: simt (the kernel as it is), "
                 "majority:B (lanes of the warp's most common next unit run; B: most "
-                "iterations a lane waits)")
+                "iterations a lane waits), either with +family (uniform dispatch by "
+                "instruction family)")
       ->capture_default_str();
   cmds.emplace_back(c, [] { return cmd_divergence(d); });
 }

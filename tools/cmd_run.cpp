@@ -23,44 +23,35 @@
 #include "gbx/runtime/specialize.h"
 #include "gbx/runtime/verify.h"
 #include "tool_common.h"
+#include "tool_options.h"
 
 namespace {
 
 using namespace gbx;
 
 struct RunOptions {
+  // The declared options (gbx/runtime/options.h): --envs, --backend, --stage, --ppu, ...
+  OptionValues opts;
+  int64_t num(const char* name) const { return std::get<int64_t>(opts.at(name)); }
+  const std::string& text(const char* name) const { return std::get<std::string>(opts.at(name)); }
+
   std::string rom = "builtin:ALU_LOOP";
-  std::string backend = "cpu";
-  std::string stage = "full_step";
-  long long envs = 1;
   long long frames = 60;
-  int frames_per_step = 1;
-  int release_after_frames = -1;
   int action = 0;
-  int threads = 0;
-  int device_index = 0;
-  int block_size = 0;
   int env = 0;
   bool print_state = false;
   bool serial = false;
   bool verbose = false;
-  bool rtc_lock = false;
-  std::string layout = "env_major";
-  std::string ppu{to_string(kDefaultPpu)};
-  std::string sav;           // battery RAM file: loaded into every env, env K's written at exit
-  std::string read_mem;      // LO:HI, memory view
-  std::string read_mem_raw;  // LO:HI, cartridge RAM as held even when disabled
-  std::string obs = "vec";
-  std::string obs_format = "full";
+  std::string sav;              // battery RAM file: loaded into every env, env K's written at exit
+  std::string read_mem;         // LO:HI, memory view
+  std::string read_mem_raw;     // LO:HI, cartridge RAM as held even when disabled
   std::string screenshot;       // PNG of env `env`'s last frame
   std::string screenshot_grid;  // PNG tiling the first grid_envs envs' last frames
   int grid_envs = 0;            // 0: min(envs, 64)
   std::string load_state;       // every env starts from this save state
   std::string actions;          // "" = --action; else random | none | FILE (action_policy.h)
   unsigned long long action_seed = 1;
-  std::string save_state;           // env `env`'s state at the end goes here
-  std::string specialize = "off";   // off | profile:FILE | auto[:N] (ROM-specialized kernel)
-  std::string tiered_start = "on";  // cuda: on | off
+  std::string save_state;  // env `env`'s state at the end goes here
 };
 
 Status write_screenshots(Backend& be, const RunOptions& o) {
@@ -200,14 +191,15 @@ struct PrintCacheWarningsAtExit {
 
 int cmd_run(const RunOptions& o) {
   const PrintCacheWarningsAtExit cache_warnings_at_exit;
-  auto stage = parse_stage(o.stage);
-  if (!stage) return tool::fail(make_error(ErrorKind::Usage, "unknown stage '" + o.stage + "'"));
-  if (o.envs < 1 || o.envs > 0x7fffffff)
+  const long long envs = o.num("num_envs");
+  const int frames_per_step = (int)o.num("frames_per_step");
+  const std::string& specialize = o.text("specialize");
+  if (envs < 1 || envs > 0x7fffffff)
     return tool::fail(make_error(ErrorKind::Usage, "--envs must be between 1 and 2147483647"));
   if (o.frames < 1) return tool::fail(make_error(ErrorKind::Usage, "--frames must be at least 1"));
-  if (o.frames_per_step < 1)
+  if (frames_per_step < 1)
     return tool::fail(make_error(ErrorKind::Usage, "--frames-per-step must be at least 1"));
-  if (auto st = tool::check_whole_steps(o.frames, o.frames_per_step); !st)
+  if (auto st = tool::check_whole_steps(o.frames, frames_per_step); !st)
     return tool::fail(st.error());
   std::optional<MemRegion> view, raw;
   if (!o.read_mem.empty()) {
@@ -220,18 +212,7 @@ int cmd_run(const RunOptions& o) {
     if (!r) return tool::fail(r.error());
     raw = r.value();
   }
-  auto obs = parse_obs_kind(o.obs);
-  if (!obs)
-    return tool::fail(make_error(ErrorKind::Usage, "unknown --obs '" + o.obs + "' (vec, pixels)"));
-  auto obs_format = parse_obs_format(o.obs_format);
-  if (!obs_format)
-    return tool::fail(make_error(
-        ErrorKind::Usage, "unknown --obs-format '" + o.obs_format + "' (full, half, packed)"));
   if (o.grid_envs < 0) return tool::fail(make_error(ErrorKind::Usage, "--grid-envs must be >= 0"));
-  auto layout = parse_mem_layout(o.layout);
-  if (!layout)
-    return tool::fail(make_error(ErrorKind::Usage,
-                                 "unknown --layout '" + o.layout + "' (env_major, interleaved)"));
   auto rom = load_rom(o.rom);
   if (!rom) return tool::fail(rom.error());
   tool::print_warnings(rom->warnings);
@@ -256,36 +237,21 @@ int cmd_run(const RunOptions& o) {
           ErrorKind::Usage, "--save-state: directory '" + dir.string() + "' does not exist"));
   }
   BackendConfig cfg;
-  cfg.obs = *obs;
-  cfg.obs_format = *obs_format;
   // A screenshot asks for a kernel that renders, whatever the stage.
   cfg.render = !o.screenshot.empty() || !o.screenshot_grid.empty();
-  cfg.num_envs = (int)o.envs;
-  cfg.frames_per_step = o.frames_per_step;
-  cfg.release_after_frames = o.release_after_frames;
-  cfg.stage = *stage;
-  cfg.threads = o.threads;
-  cfg.device_index = o.device_index;
-  cfg.block_size = o.block_size;
   cfg.verbose = o.verbose;
-  cfg.rtc_lock = o.rtc_lock;
-  cfg.layout = *layout;
-  cfg.ppu = parse_ppu_model(o.ppu).value_or(kDefaultPpu);  // checked by CLI11
-  if (o.tiered_start != "on" && o.tiered_start != "off")
-    return tool::fail(
-        make_error(ErrorKind::Usage, "unknown --tiered-start '" + o.tiered_start + "' (on, off)"));
-  cfg.tiered_start = o.tiered_start == "on";
+  // The declared options into cfg; --specialize (applied last) plans the ROM-specialized
+  // kernel, whose time is the plan's.
   const auto plan_t0 = std::chrono::steady_clock::now();
   timespec plan_c0{}, plan_c1{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &plan_c0);
-  if (auto st = apply_specialize_option(o.specialize, rom.value(), cfg); !st)
-    return tool::fail(st.error());
+  if (auto st = apply_options(o.opts, kRun, rom.value(), cfg); !st) return tool::fail(st.error());
   const double plan_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - plan_t0).count();
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &plan_c1);
   const double plan_cpu_ms = (double)(plan_c1.tv_sec - plan_c0.tv_sec) * 1e3 +
                              (double)(plan_c1.tv_nsec - plan_c0.tv_nsec) * 1e-6;
-  auto backend = make_backend(o.backend, rom.value(), cfg);
+  auto backend = make_backend(o.text("backend"), rom.value(), cfg);
   tool::print_warnings(take_cache_warnings());
   if (!backend) return tool::fail(backend.error());
   Backend& be = *backend.value();
@@ -300,7 +266,7 @@ int cmd_run(const RunOptions& o) {
   // After --load-state: the battery file is what the cartridge RAM holds at reset.
   if (!o.sav.empty())
     if (auto st = be.load_battery(save); !st) return tool::fail(st.error());
-  const long long steps = o.frames / o.frames_per_step;  // whole steps: checked above
+  const long long steps = o.frames / frames_per_step;  // whole steps: checked above
   const auto t0 = std::chrono::steady_clock::now();
   if (o.action < 0 || o.action > 0xFF)
     return tool::fail(make_error(ErrorKind::Usage, "--action must be a button mask 0..255"));
@@ -314,7 +280,7 @@ int cmd_run(const RunOptions& o) {
   const bool tiering = cfg.specialize_auto_frames > 0;
   // Instructions retired before the loop, for the specialized kernel's share at the end.
   long long instr_before = 0;
-  if (o.specialize != "off")
+  if (specialize != "off")
     for (int i = 0; i < be.num_envs(); ++i)
       if (auto s = be.get_cpu_state(i)) instr_before += (long long)s.value().instr_count;
   long long specialized_from = 0;  // auto: the first step (1-based) on the specialized kernel
@@ -326,17 +292,17 @@ int cmd_run(const RunOptions& o) {
   }
   if (auto st = be.sync(); !st) return tool::fail(st.error());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double frames = (double)steps * o.frames_per_step * (double)o.envs;
+  const double frames = (double)steps * frames_per_step * (double)envs;
   std::printf("rom %s (%s, %zu bytes)  backend %s  envs %lld  frames %lld  stage %s\n",
               rom->name.c_str(), rom->sha256.substr(0, 12).c_str(), rom->bytes.size(),
-              be.name().c_str(), o.envs, steps * o.frames_per_step, o.stage.c_str());
+              be.name().c_str(), envs, steps * frames_per_step, o.text("stage").c_str());
   std::printf("ran %.0f env-frames in %.3f s: %.0f frames/s\n", frames, secs, frames / secs);
   if (!be.kernel_key().empty()) std::printf("kernel %s\n", be.kernel_key().c_str());
   if (const auto* cpu = dynamic_cast<const CpuBackend*>(&be))
     print_kernel_load(*cpu, plan_ms, plan_cpu_ms);
   if (const auto* cuda = dynamic_cast<const CudaBackend*>(&be)) print_start_tier(*cuda);
-  if (tiering) print_specialize(be, o.specialize, specialized_from, steps);
-  if (o.specialize != "off") {
+  if (tiering) print_specialize(be, specialize, specialized_from, steps);
+  if (specialize != "off") {
     // The specialized blocks' share of the instructions this run retired (all envs).
     long long instr = -instr_before, spec = 0;
     for (int i = 0; i < be.num_envs(); ++i)
@@ -398,15 +364,13 @@ void register_run(CLI::App& app, Commands& cmds) {
   static RunOptions run;
   auto* r = app.add_subcommand("run", "run a ROM for some frames and print the final state");
   r->add_option("--rom", run.rom, "ROM path or builtin:NAME")->capture_default_str();
-  r->add_option("--backend", run.backend, "cpu | cuda | mgba")->capture_default_str();
-  r->add_option("--stage", run.stage, "emulate_only | reward_only | obs_only | full_step")
-      ->capture_default_str();
-  r->add_option("--envs", run.envs, "number of emulated Game Boys")->capture_default_str();
+  add_declared(r, kRun, "backend", run.opts);
+  add_declared(r, kRun, "stage", run.opts);
+  add_declared(r, kRun, "num_envs", run.opts);
   r->add_option("--frames", run.frames,
                 "frames to run each env (a multiple of --frames-per-step: whole steps)")
       ->capture_default_str();
-  r->add_option("--frames-per-step", run.frames_per_step, "frames per step() call")
-      ->capture_default_str();
+  add_declared(r, kRun, "frames_per_step", run.opts);
   r->add_option("--action", run.action,
                 "buttons every env holds each step (bit 0 A, 1 B, 2 Select, 3 Start, 4 Right, "
                 "5 Left, 6 Up, 7 Down)")
@@ -416,27 +380,18 @@ void register_run(CLI::App& app, Commands& cmds) {
                 "| none | FILE (raw bytes, one per env per step, step-major: with one env, byte "
                 "N is step N's action; an input schedule)");
   r->add_option("--seed", run.action_seed, "seed of --actions random")->capture_default_str();
-  r->add_option("--release-after-frames", run.release_after_frames,
-                "buttons are released after N frames of each step (default -1: never)")
-      ->capture_default_str();
-  r->add_option("--threads", run.threads, "cpu threads (0 = all cores)")->capture_default_str();
-  r->add_option("--device-index", run.device_index, "cuda device")->capture_default_str();
-  r->add_option("--block-size", run.block_size,
-                "cuda threads per block, a multiple of 32 (0 = chosen from the device)")
-      ->capture_default_str();
+  add_declared(r, kRun, "release_after_frames", run.opts);
+  add_declared(r, kRun, "threads", run.opts);
+  add_declared(r, kRun, "device_index", run.opts);
+  add_declared(r, kRun, "block_size", run.opts);
   r->add_option("--env", run.env, "env whose state is printed (and saved by --save-state)")
       ->capture_default_str();
   r->add_flag("--print-state", run.print_state, "print env registers");
   r->add_flag("--serial", run.serial, "print each env's serial output");
   r->add_flag("--verbose", run.verbose, "backend logs");
-  r->add_flag("--rtc-lock", run.rtc_lock, "freeze cartridge clocks (MBC3 RTC)");
-  r->add_option("--ppu", run.ppu,
-                "pixel model: line (each line drawn at one dot) | fifo (the dot-by-dot pixel FIFO)")
-      ->check(CLI::IsMember({"line", "fifo"}))
-      ->capture_default_str();
-  r->add_option("--layout", run.layout,
-                "per-env memory layout: env_major | interleaved (byte-interleaved across envs)")
-      ->capture_default_str();
+  add_declared(r, kRun, "rtc_lock", run.opts);
+  add_declared(r, kRun, "ppu", run.opts);
+  add_declared(r, kRun, "layout", run.opts);
   r->add_option("--sav", run.sav,
                 "battery RAM file: loaded into every env at reset (a missing file starts "
                 "blank), env --env's RAM (and MBC3 clock) written there at exit");
@@ -445,10 +400,8 @@ void register_run(CLI::App& app, Commands& cmds) {
       "print env --env's bytes LO:HI (hex, HI exclusive): the memory view (VRAM, OAM as held)");
   r->add_option("--read-mem-raw", run.read_mem_raw,
                 "like --read-mem, but cartridge RAM as held even while disabled");
-  r->add_option("--obs", run.obs, "what the obs stages write: vec (obs_v0) | pixels")
-      ->capture_default_str();
-  r->add_option("--obs-format", run.obs_format, "pixels layout: full | half | packed")
-      ->capture_default_str();
+  add_declared(r, kRun, "obs_kind", run.opts);
+  add_declared(r, kRun, "obs_format", run.opts);
   r->add_option("--screenshot", run.screenshot, "write env --env's last frame to this PNG");
   r->add_option("--screenshot-grid", run.screenshot_grid,
                 "write the first --grid-envs envs' last frames, tiled, to this PNG");
@@ -456,15 +409,8 @@ void register_run(CLI::App& app, Commands& cmds) {
       ->capture_default_str();
   r->add_option("--load-state", run.load_state, "save state every env starts from");
   r->add_option("--save-state", run.save_state, "write env --env's state here at the end");
-  r->add_option("--specialize", run.specialize,
-                "cpu, cuda: off | profile:FILE (gbx-synth profile) | auto[:N] (profile N frames, "
-                "compile in the background, swap in)")
-      ->capture_default_str();
-  r->add_option("--tiered-start", run.tiered_start,
-                "cuda: on = a kernel not in the cache starts as a quick compile while the "
-                "optimized one compiles in the background (swapped in between steps) | off = "
-                "wait for the optimized compile")
-      ->capture_default_str();
+  add_declared(r, kRun, "specialize", run.opts);
+  add_declared(r, kRun, "tiered_start", run.opts);
   cmds.emplace_back(r, [] { return cmd_run(run); });
 }
 

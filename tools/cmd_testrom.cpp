@@ -7,18 +7,20 @@
 #include "gbx/runtime/rom.h"
 #include "gbx/runtime/testrom.h"
 #include "tool_common.h"
+#include "tool_options.h"
 
 namespace {
 
 using namespace gbx;
 
 struct TestRomCli {
+  // The declared options' defaults are the declaration's (add_declared sets them).
   std::vector<std::string> roms;
   long long frames = 3600;
   std::string backend = "cpu";
   std::string expect_png;
   std::string rule = "auto";
-  std::string ppu{to_string(kDefaultPpu)};
+  std::string ppu;
   std::string screen_out;
   bool verbose = false;
 };
@@ -122,10 +124,7 @@ void register_testrom(CLI::App& app, Commands& cmds) {
                 "folders; else any) | mooneye | blargg | image | gbmicrotest (HRAM FF82 01 "
                 "pass, FF fail, within 60 frames) | any (the first convention the ROM shows)")
       ->capture_default_str();
-  t->add_option("--ppu", cli.ppu,
-                "pixel model: line (each line drawn at one dot) | fifo (the dot-by-dot pixel FIFO)")
-      ->check(CLI::IsMember({"line", "fifo"}))
-      ->capture_default_str();
+  add_declared(t, kTestrom, "ppu", cli.ppu);
   t->add_option("--screen-out", cli.screen_out,
                 "image tests: also write each ROM's screen at LD B,B to DIR/<rom name>.png");
   t->add_flag("--verbose", cli.verbose, "backend logs");

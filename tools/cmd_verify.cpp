@@ -8,28 +8,30 @@
 #include "commands.h"
 #include "gbx/runtime/verify.h"
 #include "tool_common.h"
+#include "tool_options.h"
 
 namespace {
 
 using namespace gbx;
 
 struct VerifyCli {
+  // The declared options' defaults are the declaration's (add_declared sets them).
   std::string ref = "mgba";
   std::string dut = "cpu";
   std::string dut_specialize = "off";
   std::string rom = "builtin:ALU_LOOP";
   long long steps = 1024;
-  int frames_per_step = 1;
+  int frames_per_step{};
   long long compare_every = 1;
   std::vector<std::string> regions;
   std::string actions = "noop";
   uint64_t seed = 0;
-  std::string stage = "full_step";
+  std::string stage;
   std::string fault;
   std::string out = "artifacts";
-  bool rtc_lock = false;
-  std::string ppu{to_string(kDefaultPpu)};
-  std::string layout = "env_major";
+  bool rtc_lock{};
+  std::string ppu;
+  std::string layout;
   std::string dut_layout;
   bool screen = false;
 };
@@ -138,7 +140,7 @@ void register_verify(CLI::App& app, Commands& cmds) {
       ->capture_default_str();
   c->add_option("--rom", v.rom, "ROM path or builtin:NAME")->capture_default_str();
   c->add_option("--steps", v.steps, "steps to run")->capture_default_str();
-  c->add_option("--frames-per-step", v.frames_per_step, "frames per step")->capture_default_str();
+  add_declared(c, kVerify, "frames_per_step", v.frames_per_step);
   c->add_option("--compare-every", v.compare_every,
                 "compare every K steps (and after the last); a mismatch is then narrowed to "
                 "its first step")
@@ -150,18 +152,13 @@ void register_verify(CLI::App& app, Commands& cmds) {
                 "random button held H frames, then none for R frames, e.g. hold:8:16)")
       ->capture_default_str();
   c->add_option("--seed", v.seed, "seed for reset, seeded_random and hold")->capture_default_str();
-  c->add_flag("--rtc-lock", v.rtc_lock, "freeze cartridge clocks (MBC3 RTC) in the kernels");
-  c->add_option("--ppu", v.ppu, "pixel model of the kernel backends: line | fifo")
-      ->check(CLI::IsMember({"line", "fifo"}))
-      ->capture_default_str();
-  c->add_option("--layout", v.layout,
-                "per-env memory layout of the kernels: env_major | interleaved")
-      ->capture_default_str();
+  add_declared(c, kVerify, "rtc_lock", v.rtc_lock);
+  add_declared(c, kVerify, "ppu", v.ppu);
+  add_declared(c, kVerify, "layout", v.layout);
   c->add_option("--dut-layout", v.dut_layout, "the DUT's layout when it differs from --layout");
   c->add_flag("--screen", v.screen,
               "also compare the screens (last complete frame, shades 0-3); both backends draw");
-  c->add_option("--stage", v.stage, "emulate_only | reward_only | obs_only | full_step")
-      ->capture_default_str();
+  add_declared(c, kVerify, "stage", v.stage);
   c->add_option("--inject-fault", v.fault,
                 "TEST ONLY: corrupt dut register REG after step STEP (STEP:REG, e.g. 37:A) to "
                 "exercise the mismatch path");

@@ -30,6 +30,8 @@ void register_compile(CLI::App& app, Commands& cmds);
 void register_cache(CLI::App& app, Commands& cmds);  // cache list / show / path / clear
 void register_table(CLI::App& app, Commands& cmds);
 void register_export(CLI::App& app, Commands& cmds);
+void register_matrix(CLI::App& app, Commands& cmds);   // synth_matrix.cpp
+void register_options(CLI::App& app, Commands& cmds);  // synth_options.cpp
 
 // Runs the chosen subcommand; a command-line error is one stderr line and exit code 2, an
 // exception out of the subcommand one line and exit code 1.

@@ -13,5 +13,7 @@ int main(int argc, char** argv) {
   gbx::tool::register_cache(app, cmds);
   gbx::tool::register_table(app, cmds);
   gbx::tool::register_export(app, cmds);
+  gbx::tool::register_matrix(app, cmds);
+  gbx::tool::register_options(app, cmds);
   return gbx::tool::dispatch(app, cmds, argc, argv);
 }

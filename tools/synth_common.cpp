@@ -1,6 +1,8 @@
 // gbx-synth: the helpers its subcommands share (synth_common.h).
 #include "synth_common.h"
 
+#include "tool_options.h"
+
 namespace gbx::tool {
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -90,26 +92,19 @@ std::string usage_line(const ResourceUsage& u) {
 }
 
 void add_kernel_options(CLI::App* c, KernelOptions& o, bool stage_all) {
-  c->add_option("--stage", o.stage,
-                stage_all ? "emulate_only | reward_only | obs_only | full_step | all"
-                          : "emulate_only | reward_only | obs_only | full_step")
-      ->capture_default_str();
+  if (stage_all)
+    add_declared(c, kSynth, "stage", o.stage, {"all"});
+  else
+    add_declared(c, kSynth, "stage", o.stage);
   c->add_option("--device", o.device, "cpu | cuda")->capture_default_str();
   c->add_option("--memory-model", o.memory_model, "dmg | flat64k")->capture_default_str();
   c->add_option("--run-mode", o.run_mode, "frames | instructions")->capture_default_str();
-  c->add_flag("--rtc-lock", o.rtc_lock, "cartridge clocks (MBC3 RTC) never advance");
-  c->add_option("--layout", o.layout,
-                "per-env memory layout: env_major | interleaved (byte-interleaved across envs)")
-      ->capture_default_str();
-  c->add_option("--ppu", o.ppu,
-                "pixel model: line (each line drawn at one dot) | fifo (the dot-by-dot pixel FIFO)")
-      ->check(CLI::IsMember({"line", "fifo"}))
-      ->capture_default_str();
-  c->add_option("--obs", o.obs, "what obs stages write: vec (obs_v0) | pixels")
-      ->capture_default_str();
-  c->add_option("--obs-format", o.obs_format, "pixels: full | half | packed")
-      ->capture_default_str();
-  c->add_flag("--render", o.render, "draw the screen even if no output reads it");
+  add_declared(c, kSynth, "rtc_lock", o.rtc_lock);
+  add_declared(c, kSynth, "layout", o.layout);
+  add_declared(c, kSynth, "ppu", o.ppu);
+  add_declared(c, kSynth, "obs_kind", o.obs);
+  add_declared(c, kSynth, "obs_format", o.obs_format);
+  add_declared(c, kSynth, "render", o.render);
   c->add_option("--arch", o.arch,
                 "cuda: real archs, comma-separated (default: compile --device cuda targets "
                 "the GPU present, else sm_80,sm_90)");

@@ -22,16 +22,17 @@ inline double ms_since(Clock::time_point t0) {
 
 // Options every kernel-selecting subcommand shares.
 struct KernelOptions {
-  std::string stage = "full_step";
+  // The declared options' defaults are the declaration's (add_declared sets them).
+  std::string stage;
   std::string device = "cpu";
   std::string memory_model = "dmg";
   std::string run_mode = "frames";
-  bool rtc_lock = false;
-  std::string layout = "env_major";
-  std::string ppu{to_string(kDefaultPpu)};
-  std::string obs = "vec";
-  std::string obs_format = "full";
-  bool render = false;
+  bool rtc_lock{};
+  std::string layout;
+  std::string ppu;
+  std::string obs;
+  std::string obs_format;
+  bool render{};
   std::string arch;  // cuda: comma list; "" = NvrtcOptions' default (sm_80,sm_90)
 };
 

@@ -5,18 +5,20 @@
 #include "commands.h"
 #include "gbx/runtime/specialize.h"
 #include "synth_common.h"
+#include "tool_options.h"
 
 namespace gbx::tool {
 namespace {
 
 struct ProfileOptions {
+  // The declared options' defaults are the declaration's (add_declared sets them).
   std::string rom;
   int frames = 600;
   std::string actions = "random";
   uint64_t seed = 1;
-  int envs = 1;
-  int frames_per_step = 1;
-  int release_after_frames = -1;
+  int envs{};
+  int frames_per_step{};
+  int release_after_frames{};
   std::string load_state;
   std::string out;
 };
@@ -74,13 +76,9 @@ void register_profile(CLI::App& app, Commands& cmds) {
   pr->add_option("--actions", prof.actions, "random (a random byte per env per step) | none")
       ->capture_default_str();
   pr->add_option("--seed", prof.seed, "seed of the random actions")->capture_default_str();
-  pr->add_option("--envs", prof.envs, "envs profiled together (their counts add up)")
-      ->capture_default_str();
-  pr->add_option("--frames-per-step", prof.frames_per_step, "frames per step (one action a step)")
-      ->capture_default_str();
-  pr->add_option("--release-after-frames", prof.release_after_frames,
-                 "buttons are released after N frames of each step (-1: never)")
-      ->capture_default_str();
+  add_declared(pr, kProfile, "num_envs", prof.envs);
+  add_declared(pr, kProfile, "frames_per_step", prof.frames_per_step);
+  add_declared(pr, kProfile, "release_after_frames", prof.release_after_frames);
   pr->add_option("--load-state", prof.load_state,
                  "save state every env starts from (gbx-run run --save-state): profile mid-game");
   pr->add_option("--out", prof.out, "output file (default: stdout)");

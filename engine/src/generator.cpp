@@ -84,6 +84,17 @@ struct Family {
   int body_line = 1;  // 1-based line of body[0] in the template
 };
 
+// The names user expressions may use: the manifest's "user_expressions" entry.
+UserExprView user_expr_view_of(const Json& u) {
+  UserExprView view;
+  view.functions = u.value("functions", std::vector<std::string>());
+  view.values = u.value("values", std::vector<std::string>());
+  view.tracked = u.value("tracked", std::vector<std::string>());
+  view.literal_calls = u.value("literal_calls", std::vector<std::string>());
+  view.hooks = u.value("hooks", std::vector<std::string>());
+  return view;
+}
+
 class Generator {
  public:
   Generator(const TemplateBundle& b, const SynthParams& p) : bundle_(b), params_(p) {}
@@ -429,12 +440,7 @@ class Generator {
   Result<std::string> user_epilog() {
     const Json& u = manifest_["user_expressions"];
     if (!u.is_object()) return err("templates/manifest.json: no user_expressions entry");
-    UserExprView view;
-    view.functions = u.value("functions", std::vector<std::string>());
-    view.values = u.value("values", std::vector<std::string>());
-    view.tracked = u.value("tracked", std::vector<std::string>());
-    view.literal_calls = u.value("literal_calls", std::vector<std::string>());
-    view.hooks = u.value("hooks", std::vector<std::string>());
+    const UserExprView view = user_expr_view_of(u);
     const int nhooks = (int)params_.hooks.size();
     const std::string rel = u.value("template", std::string());
     auto text = bundle_.file(rel);
@@ -479,6 +485,15 @@ class Generator {
 };
 
 }  // namespace
+
+Result<UserExprView> user_expr_view(const TemplateBundle& bundle) {
+  auto text = bundle.file("manifest.json");
+  if (!text) return text.take_error();
+  const Json m = Json::parse(text.value(), nullptr, false);
+  if (m.is_discarded() || !m.contains("user_expressions") || !m["user_expressions"].is_object())
+    return make_error(ErrorKind::Input, "templates/manifest.json: no user_expressions entry");
+  return user_expr_view_of(m["user_expressions"]);
+}
 
 Result<GeneratedSource> generate(const TemplateBundle& bundle, const SynthParams& params) {
   return Generator(bundle, params).run();

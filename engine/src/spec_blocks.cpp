@@ -1,4 +1,4 @@
-// ROM-specialized blocks as C++ source (moved out of generator.cpp; see spec_blocks.h).
+// ROM-specialized blocks as C++ source (spec_blocks.h), spliced into the kernel by generator.cpp.
 #include "spec_blocks.h"
 
 #include <algorithm>
@@ -224,7 +224,7 @@ class SpecEmitter {
     // fall-throughs, over nested calls to their own return sites) up to kMaxCalleeBlocks; each
     // RET among them gets the call's return site (the block after it) as a chain target. The
     // chain still tests the PC it popped, so a RET that returns elsewhere (a jump table, a
-    // tail call) goes back to the dispatch as before. sdcc code calls a helper every few
+    // tail call) goes back to the dispatch. sdcc code calls a helper every few
     // instructions: without these chains every return left the function.
     constexpr size_t kMaxCalleeBlocks = 64;
     const size_t static_blocks = blks.size();
@@ -332,10 +332,10 @@ class SpecEmitter {
 
     // Tails (cpu kernels): each block once more, entered at any of its instructions and
     // testing the clock before each one, for the two cases the block itself cannot take. An
-    // event falls inside the block (room <= worst): the tail runs up to it, where the
-    // interpreter used to. An interrupt returned into the block's middle (RETI goes back to
-    // the loop top in specialized kernels): the tail runs the rest, where the interpreter used
-    // to run up to the next block start. The blocks keep their batched cycle checks (a check
+    // event falls inside the block (room <= worst): the tail runs up to it, not the
+    // interpreter. An interrupt returned into the block's middle (RETI goes back to the loop
+    // top in specialized kernels): the tail runs the rest, not the interpreter up to the next
+    // block start. The blocks keep their batched cycle checks (a check
     // or an entry at every instruction of the blocks themselves measured 0.91x and 0.63x:
     // docs/internals/specialization.md). On a GPU they are not emitted (not measured there).
     out += "#if GBX_DEVICE_CPU\n";

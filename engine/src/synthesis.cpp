@@ -126,10 +126,10 @@ std::string SynthParams::canonical() const {
     out += ";user_exprs=" + sha256_hex(all).substr(0, 16);
   }
   if (uses_seen()) out += ";seen=" + std::to_string(seen_capacity);
-  // Only when set, so the canonical form (and key) of every existing kernel stays the same.
+  // Only when set: a default is implicit in the canonical form (and so in the key).
   if (rtc_lock) out += ";rtc_lock=1";
   if (layout != MemLayout::EnvMajor) out += ";layout=" + std::string(to_string(layout));
-  // Only fifo, so a line kernel's key is what it was before the parameter existed.
+  // Only fifo: line, the pixel model of every kernel that draws nothing, is implicit.
   if (synth_ppu(*this) != PpuModel::Line) out += ";ppu=" + std::string(to_string(ppu));
   if (profile) out += ";profile=1";
   if (!hooks.empty()) {

@@ -61,6 +61,25 @@ std::string hex4(uint64_t v) {
 
 }  // namespace
 
+UserExprView restrict_view(const UserExprView& full, const std::vector<std::string>& only) {
+  auto keep = [&](const std::vector<std::string>& names) {
+    std::vector<std::string> out;
+    for (const auto& n : names)
+      if (std::find(only.begin(), only.end(), n) != only.end()) out.push_back(n);
+    return out;
+  };
+  UserExprView v;
+  v.functions = keep(full.functions);
+  v.values = keep(full.values);
+  v.tracked = full.tracked;  // refused by name: "val(i) is only available in reward and done"
+  v.hint = " (a host expression may use only numbers, operators, parentheses and the view: ";
+  for (const auto& f : v.functions) v.hint += f + "(addr), ";
+  v.hint += "registers";
+  for (const auto& r : v.values) v.hint += " " + r;
+  v.hint += ")";
+  return v;
+}
+
 bool expr_names(const std::string& text, const std::string& name) {
   auto word = [](char c) { return std::isalnum((unsigned char)c) || c == '_'; };
   for (size_t pos = text.find(name); pos != std::string::npos; pos = text.find(name, pos + 1)) {
@@ -75,13 +94,14 @@ Result<std::string> prepare_user_expr(const std::string& text, const std::string
                                       const UserExprView& view, int num_tracked, bool allow_tracked,
                                       int num_hooks) {
   auto fail = [&](int line, int col, const std::string& why) {
-    return make_error(ErrorKind::Usage,
-                      "<" + what + ">:" + std::to_string(line) + ":" + std::to_string(col) + ": " +
-                          why +
-                          " (a reward/done expression may use only numbers, operators, "
-                          "parentheses and the view: ram(addr), ram16(addr), registers, val(i), "
-                          "prev(i), popcount(lo, hi), sum(lo, hi), bcd(addr, n), seen(key), "
-                          "seen_count(), hit(i))");
+    return make_error(
+        ErrorKind::Usage,
+        "<" + what + ">:" + std::to_string(line) + ":" + std::to_string(col) + ": " + why +
+            (!view.hint.empty() ? view.hint
+                                : " (a reward/done expression may use only numbers, operators, "
+                                  "parentheses and the view: ram(addr), ram16(addr), registers, "
+                                  "val(i), prev(i), popcount(lo, hi), sum(lo, hi), bcd(addr, n), "
+                                  "seen(key), seen_count(), hit(i))"));
   };
   if (text.size() > kMaxExprBytes)
     return fail(1, 1, "expression longer than " + std::to_string(kMaxExprBytes) + " bytes");

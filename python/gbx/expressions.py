@@ -60,6 +60,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from . import _native
+
 VIEW_VALUES = ("a", "f", "b", "c", "d", "e", "h", "l", "pc", "sp")
 VIEW_FUNCTIONS = ("ram", "ram16")
 _TRACKED = ("val", "prev")
@@ -157,6 +159,9 @@ class HostExpression:
         if not isinstance(text, str):
             raise ValueError(f"<{what}>: an expression is a string, got {type(text).__name__}")
         self.text, self.what = text, what
+        # The kernel's checker decides what the language accepts (engine/src/user_expr.cpp, on
+        # the names this evaluator implements); the parser below adds syntax and C++ types.
+        _native.check_expression(text, what, only=list(VIEW_FUNCTIONS + VIEW_VALUES))
         self._toks = _tokenize(text, what)
         self._pos = 0
         self._uses_registers = False
@@ -341,7 +346,7 @@ _NUM = re.compile(r"(0[xX][0-9a-fA-F]*|[0-9.]+(?:[eE][+-]?[0-9]*)?)([uUfF]*)")
 
 
 def _tokenize(text: str, what: str) -> list[tuple]:
-    """(kind, text, line, col) tokens, refusing what engine/src/user_expr.cpp refuses."""
+    """(kind, text, line, col) tokens of a text the kernel's checker accepted."""
 
     def fail(line, col, why):
         raise ValueError(f"<{what}>:{line}:{col}: {why}{_HINT}")

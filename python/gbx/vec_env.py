@@ -48,7 +48,7 @@ class VecEnv(SaveStates, gym.vector.VectorEnv):
     - ``actions``: action codec, see :mod:`gbx.actions` (pokemon8, buttons8, multibinary,
       or a game's own tuple of button labels such as ``("up", "down", "left", "right")``).
     - ``obs``: ``"pixels"`` (default: the screen, uint8[144, 160]), ``"vec"`` (obs_v0:
-      registers and mixes of C000-C00F, 32 float32 in [0, 1], a stage test, design section 2)
+      registers and mixes of C000-C00F, 32 float32 in [0, 1], a stage test, docs/guide/python.md)
       or a dict spec ``{"pixels": "full"|"half"|"packed", "ram": [addr, ...], "vec": True}``,
       see :mod:`gbx.observations`. ``frame_stack=k`` stacks the last k observations.
     - ``pixel_values``: ``"shades"`` (default: 0 white .. 3 black, what the kernel writes) or
@@ -170,7 +170,7 @@ class VecEnv(SaveStates, gym.vector.VectorEnv):
                 reward=reward if self._reward_kind == "expr" else "",
                 done=done or "",
                 track=track,
-                obs=self._obs_spec.kernel_obs,
+                obs_kind=self._obs_spec.kernel_obs,
                 obs_format=self._obs_spec.pixels or "full",
                 gather=list(self._obs_spec.ram),
                 render=render_mode == "rgb_array",

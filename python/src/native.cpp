@@ -5,24 +5,31 @@
 // native_*.cpp files define and bind by topic (native.h).
 #include "native.h"
 
+#include <nanobind/stl/optional.h>
+
 #include "gbx/engine/cache.h"
 #include "gbx/engine/generator.h"
+#include "gbx/engine/user_expr.h"
 #include "gbx/runtime/mgba_backend.h"
+#include "gbx/runtime/options.h"
 
 namespace gbx::py {
 
 namespace {
 
 // The runtime's argument checks are shared with the CLI and name its flags; from Python each
-// is the parameter it comes from. "--frames" alone is the backends' frames-per-step check.
-constexpr std::pair<const char*, const char*> kParameterNames[] = {
-    {"--frames-per-step", "frames_per_step"},
-    {"--release-after-frames", "release_after_frames"},
-    {"--envs", "num_envs"},
-    {"--threads", "threads"},
-    {"--specialize", "specialize"},
-    {"--frames", "frames_per_step"},
-};
+// is the parameter it comes from (the declaration's flag -> name). "--frames" alone is the
+// backends' frames-per-step check.
+const std::vector<std::pair<std::string, std::string>>& parameter_names() {
+  static const auto names = [] {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const gbx::OptionDecl& d : gbx::option_decls())
+      if (!d.flag.empty() && d.on(gbx::kNative)) out.emplace_back(d.flag, d.name);
+    out.emplace_back("--frames", "frames_per_step");
+    return out;
+  }();
+  return names;
+}
 
 bool flag_char(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; }
 
@@ -33,8 +40,8 @@ std::string python_names(const std::string& msg) {
   for (size_t i = 0; i < msg.size();) {
     bool renamed = false;
     if (msg.compare(i, 2, "--") == 0 && (i == 0 || !flag_char(msg[i - 1]))) {
-      for (const auto& [flag, name] : kParameterNames) {
-        const size_t n = std::strlen(flag);
+      for (const auto& [flag, name] : parameter_names()) {
+        const size_t n = flag.size();
         if (msg.compare(i, n, flag) == 0 && (i + n == msg.size() || !flag_char(msg[i + n]))) {
           out += name;
           i += n;
@@ -98,11 +105,28 @@ NB_MODULE(_native, m) {
   m.def("take_cache_warnings", &gbx::take_cache_warnings,
         "Kernel cache warnings since the last call (a refused cache directory, a rejected or "
         "corrupt entry), oldest first; gbx.VecEnv turns them into gbx.CacheWarning.");
+  m.def(
+      "check_expression",
+      [](const std::string& text, const std::string& what, int num_tracked, bool allow_tracked,
+         int num_hooks, std::optional<std::vector<std::string>> only) {
+        gbx::UserExprView view = gbx::py::unwrap(gbx::user_expr_view(
+            gbx::py::unwrap(gbx::TemplateBundle::load(gbx::TemplateBundle::default_root()))));
+        if (only) view = gbx::restrict_view(view, *only);
+        (void)gbx::py::unwrap(
+            gbx::prepare_user_expr(text, what, view, num_tracked, allow_tracked, num_hooks));
+      },
+      "text"_a, "what"_a = "expr", "num_tracked"_a = 0, "allow_tracked"_a = false,
+      "num_hooks"_a = 0, "only"_a = nb::none(),
+      "Checks an expression of the reward language with the kernel's checker "
+      "(engine/src/user_expr.cpp); a ValueError names its line and column. only: the names "
+      "allowed (the host evaluator's), else every name of the templates' view.");
   m.def("template_root", []() { return gbx::TemplateBundle::default_root().string(); });
   m.attr("ABI_VERSION") = GBX_ABI_VERSION;
   m.attr("USER_TRACK_MAX") = GBX_USER_TRACK_MAX;
   m.attr("SEEN_CAPACITY_MAX") = gbx::kSeenCapacityMax;
   m.attr("MAX_HOOKS") = gbx::kMaxHooks;
+  // The option declaration (gbx/runtime/options.h) as JSON: gbx.options reads it.
+  m.attr("OPTIONS_JSON") = gbx::options_json();
 
   gbx::py::NativeClass c(m, "Backend");
   gbx::py::bind_env(c);

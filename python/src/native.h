@@ -60,14 +60,9 @@ using FramesIn = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::devic
 
 class Native {
  public:
-  // native_env.cpp: construction, stepping, the output block and its views.
-  Native(const std::string& rom_spec, nb::bytes rom_bytes, const std::string& backend, int num_envs,
-         int frames_per_step, int release_after_frames, int threads, int device_index,
-         const std::string& stage, const std::string& reward, const std::string& done,
-         const std::vector<std::string>& track, const std::string& obs_kind,
-         const std::string& obs_format, const std::vector<int>& gather, bool render,
-         bool tiered_start, const std::string& specialize, const std::string& ppu,
-         int64_t seen_capacity, const std::vector<std::pair<int64_t, int64_t>>& hooks);
+  // native_env.cpp: construction, stepping, the output block and its views. The options are
+  // the declared ones of the native surface (gbx/runtime/options.h), by their Python names.
+  Native(const std::string& rom_spec, nb::bytes rom_bytes, const nb::kwargs& options);
   void reset(uint64_t seed);
   void reset_envs(MaskIn mask, bool gather_now);
   void step(ActionsIn actions, bool gather_now);
@@ -127,9 +122,6 @@ class Native {
   void raise_pending();
   gbx::Status refresh(const std::vector<uint8_t>& mask);
   void gather();
-  void configure_outputs(gbx::BackendConfig& cfg, const std::string& obs_kind,
-                         const std::string& obs_format, const std::vector<int>& gather,
-                         bool render);
   void bind_outputs(const gbx::BackendConfig& cfg);
   const gbx::OutputSection* find_section(const std::string& name) const;
   template <typename T>

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <new>
 
+#include "gbx/runtime/options.h"
 #include "gbx/runtime/specialize.h"
 #include "native.h"
 
@@ -10,14 +11,69 @@ namespace gbx::py {
 
 using namespace nb::literals;
 
-Native::Native(const std::string& rom_spec, nb::bytes rom_bytes, const std::string& backend,
-               int num_envs, int frames_per_step, int release_after_frames, int threads,
-               int device_index, const std::string& stage, const std::string& reward,
-               const std::string& done, const std::vector<std::string>& track,
-               const std::string& obs_kind, const std::string& obs_format,
-               const std::vector<int>& gather, bool render, bool tiered_start,
-               const std::string& specialize, const std::string& ppu, int64_t seen_capacity,
-               const std::vector<std::pair<int64_t, int64_t>>& hooks) {
+namespace {
+
+std::string py_type_name(const nb::handle& v) { return nb::inst_name(v).c_str(); }
+
+// One keyword argument as the declaration types it; a TypeError naming the Python name.
+gbx::OptionValue native_value(const gbx::OptionDecl& d, const nb::handle& v) {
+  auto wrong = [&](const char* want) {
+    return nb::type_error((d.name + " must be " + want + ", got " + py_type_name(v)).c_str());
+  };
+  try {
+    switch (d.type) {
+      case gbx::OptionType::Int:
+        if (nb::isinstance<nb::bool_>(v)) throw wrong("an int");
+        return nb::cast<int64_t>(v);
+      case gbx::OptionType::Float:
+        return nb::cast<double>(v);
+      case gbx::OptionType::Bool:
+        return nb::cast<bool>(v);
+      case gbx::OptionType::String:
+        return nb::cast<std::string>(v);
+      case gbx::OptionType::StringList:
+        return nb::cast<std::vector<std::string>>(v);
+      case gbx::OptionType::IntList:
+        return nb::cast<std::vector<int64_t>>(v);
+      case gbx::OptionType::Hooks: {
+        std::vector<gbx::HookAddr> out;
+        for (const auto& [bank, addr] : nb::cast<std::vector<std::pair<int64_t, int64_t>>>(v)) {
+          if (addr < 0 || addr > 0xFFFF || bank < -1 || bank > 0xFFFF)
+            throw nb::value_error(("hook bank:address " + std::to_string(bank) + ":" +
+                                   std::to_string(addr) + " is outside 0x0000-0xFFFF")
+                                      .c_str());
+          out.push_back({(int32_t)bank, (uint16_t)addr});
+        }
+        return out;
+      }
+      case gbx::OptionType::Any:
+        break;
+    }
+  } catch (const nb::cast_error&) {
+  }
+  throw wrong(gbx::to_string(d.type));
+}
+
+// The keyword arguments checked against the declaration, the native defaults filled in.
+gbx::OptionValues native_options(const nb::kwargs& kwargs) {
+  gbx::OptionValues out;
+  for (auto [k, v] : kwargs) {
+    const std::string name = nb::cast<std::string>(k);
+    const gbx::OptionDecl* d = gbx::find_option(name);
+    if (!d || !d->on(gbx::kNative))
+      throw nb::type_error(("Backend() got an unexpected keyword argument '" + name + "'").c_str());
+    out[name] = native_value(*d, v);
+  }
+  for (const gbx::OptionDecl& d : gbx::option_decls())
+    if (d.on(gbx::kNative) && !out.count(d.name))
+      if (auto v = gbx::default_on(d, gbx::kNative)) out[d.name] = *v;
+  return out;
+}
+
+}  // namespace
+
+Native::Native(const std::string& rom_spec, nb::bytes rom_bytes, const nb::kwargs& options) {
+  gbx::OptionValues opts = native_options(options);
   if (rom_bytes.size() > 0) {
     const auto* p = static_cast<const uint8_t*>(rom_bytes.data());
     rom_ = unwrap(gbx::rom_from_bytes(rom_spec.empty() ? "bytes" : rom_spec,
@@ -26,39 +82,14 @@ Native::Native(const std::string& rom_spec, nb::bytes rom_bytes, const std::stri
     rom_ = unwrap(gbx::load_rom(rom_spec));
   }
   gbx::BackendConfig cfg;
-  cfg.num_envs = num_envs;
-  cfg.frames_per_step = frames_per_step;
-  cfg.release_after_frames = release_after_frames;
-  cfg.threads = threads;
-  cfg.device_index = device_index;
-  const auto st = gbx::parse_stage(stage);
-  if (!st) throw nb::value_error(("unknown stage '" + stage + "'").c_str());
-  cfg.stage = *st;
-  cfg.reward_expr = reward;
-  cfg.done_expr = done;
-  cfg.track = track;
-  if (seen_capacity < 1 || seen_capacity > (int64_t)gbx::kSeenCapacityMax)
-    throw nb::value_error(("seen_capacity must be 1.." + std::to_string(gbx::kSeenCapacityMax) +
-                           " (got " + std::to_string(seen_capacity) + ")")
-                              .c_str());
-  cfg.seen_capacity = (uint32_t)seen_capacity;
-  for (const auto& [bank, addr] : hooks) {
-    if (addr < 0 || addr > 0xFFFF || bank < -1 || bank > 0xFFFF)
-      throw nb::value_error(("hook bank:address " + std::to_string(bank) + ":" +
-                             std::to_string(addr) + " is outside 0x0000-0xFFFF")
-                                .c_str());
-    cfg.hooks.push_back({(int32_t)bank, (uint16_t)addr});
-  }
-  cfg.tiered_start = tiered_start;
-  const auto model = gbx::parse_ppu_model(ppu);
-  if (!model) throw nb::value_error(("unknown ppu '" + ppu + "' (line, fifo)").c_str());
-  cfg.ppu = *model;
-  if (auto s = gbx::apply_specialize_option(specialize, rom_, cfg); !s)
-    throw nb::value_error(python_names(s.error().message).c_str());
-  configure_outputs(cfg, obs_kind, obs_format, gather, render);
-  if (backend == "mgba" && (!reward.empty() || !done.empty() || !track.empty()))
+  check(gbx::apply_options(opts, gbx::kNative, rom_, cfg));
+  gather_addrs_ = cfg.gather_addrs;
+  const std::string backend = std::get<std::string>(opts["backend"]);
+  if (backend == "mgba" &&
+      (!cfg.reward_expr.empty() || !cfg.done_expr.empty() || !cfg.track.empty()))
     throw nb::value_error(
         "the mgba backend runs no generated kernel, so it has no reward/done expressions");
+  const int num_envs = cfg.num_envs;
   if (num_envs < 1)
     throw nb::value_error(
         ("num_envs must be at least 1 (got " + std::to_string(num_envs) + ")").c_str());
@@ -81,7 +112,7 @@ Native::Native(const std::string& rom_spec, nb::bytes rom_bytes, const std::stri
   raise_pending();
   cpu_ = dynamic_cast<gbx::CpuBackend*>(backend_.get());
   n_ = backend_->num_envs();
-  frames_per_step_ = frames_per_step;
+  frames_per_step_ = cfg.frames_per_step;
   try {
     bind_outputs(cfg);
   } catch (const std::bad_alloc& e) {
@@ -227,25 +258,6 @@ std::vector<std::string> Native::output_names() const {
   return v;
 }
 
-void Native::configure_outputs(gbx::BackendConfig& cfg, const std::string& obs_kind,
-                               const std::string& obs_format, const std::vector<int>& gather,
-                               bool render) {
-  const auto kind = gbx::parse_obs_kind(obs_kind);
-  if (!kind) throw nb::value_error(("unknown obs kind '" + obs_kind + "' (vec, pixels)").c_str());
-  const auto fmt = gbx::parse_obs_format(obs_format);
-  if (!fmt)
-    throw nb::value_error(("unknown obs format '" + obs_format + "' (full, half, packed)").c_str());
-  for (int a : gather)
-    if (a < 0 || a > 0xFFFF)
-      throw nb::value_error(
-          ("ram address " + std::to_string(a) + " out of range (0..0xFFFF)").c_str());
-  cfg.obs = *kind;
-  cfg.obs_format = *fmt;
-  cfg.render = render;
-  cfg.gather_addrs.assign(gather.begin(), gather.end());
-  gather_addrs_ = cfg.gather_addrs;
-}
-
 // Where outputs are read from: the cpu backend's block itself; a host copy of the block
 // for the others.
 void Native::bind_outputs(const gbx::BackendConfig& cfg) {
@@ -289,18 +301,13 @@ std::vector<uint8_t> Native::to_vector(const nb::bytes& b) {
 }
 
 void bind_env(NativeClass& c) {
-  c.def(nb::init<const std::string&, nb::bytes, const std::string&, int, int, int, int, int,
-                 const std::string&, const std::string&, const std::string&,
-                 const std::vector<std::string>&, const std::string&, const std::string&,
-                 const std::vector<int>&, bool, bool, const std::string&, const std::string&,
-                 int64_t, const std::vector<std::pair<int64_t, int64_t>>&>(),
-        "rom"_a, "rom_bytes"_a = nb::bytes(""), "backend"_a = "cpu", "num_envs"_a = 1,
-        "frames_per_step"_a = 1, "release_after_frames"_a = -1, "threads"_a = 0,
-        "device_index"_a = 0, "stage"_a = "full_step", "reward"_a = "", "done"_a = "",
-        "track"_a = std::vector<std::string>(), "obs"_a = "vec", "obs_format"_a = "full",
-        "gather"_a = std::vector<int>(), "render"_a = false, "tiered_start"_a = false,
-        "specialize"_a = "off", "ppu"_a = "fifo", "seen_capacity"_a = 4096,
-        "hooks"_a = std::vector<std::pair<int64_t, int64_t>>());
+  c.def(
+      "__init__",
+      [](Native* self, const std::string& rom, nb::bytes rom_bytes, const nb::kwargs& options) {
+        new (self) Native(rom, rom_bytes, options);
+      },
+      "rom"_a, "rom_bytes"_a = nb::bytes(""), "options"_a,
+      "The options: gbx/runtime/options.h's declaration, native surface (gbx._native.OPTIONS).");
   c.def("reset", &Native::reset, "seed"_a = 0);
   c.def("reset_envs", &Native::reset_envs, "mask"_a, "gather"_a = true);
   c.def("step", &Native::step, "actions"_a, "gather"_a = true);

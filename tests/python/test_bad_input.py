@@ -189,7 +189,7 @@ def test_seed_range_edges(gbx, env):
 
 def test_rom_bytes_are_contents_never_a_path(gbx, tmp_path, monkeypatch):
     """``rom`` as bytes is the cartridge; empty bytes are refused, even beside a file called
-    ``bytes`` (which an empty ROM used to be read from)."""
+    ``bytes``."""
     from romutil import COUNTER_ROM
 
     monkeypatch.chdir(tmp_path)

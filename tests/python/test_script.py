@@ -130,7 +130,7 @@ def test_bad_steps_raise_before_any_frame(gbx):
         ),
         ([("a+noop", 2)], r"unknown button 'noop' in 'a\+noop'"),
         ([("a+", 2)], r"unknown button '' in 'a\+'"),
-        ([("until", "ram(0xC003 == 1", 10)], r"<script step 0>:1:\d+: .*expected '\)'"),
+        ([("until", "ram(0xC003 == 1", 10)], r"<script step 0>:1:\d+: unbalanced '\('"),
         ([("until", "prev(0) > 1", 10)], r"only available in reward and done"),
         ([("until", "ram(0xC003) == 1", 0)], r"max_frames must be an int >= 1"),
         ([("until", "ram(0xC003) == 1")], r"takes 2 or 3 arguments"),

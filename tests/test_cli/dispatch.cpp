@@ -1,5 +1,5 @@
 // The tools' dispatch (tools/commands.h): an exception out of a subcommand is one stderr line
-// and exit 1. An allocation beyond a memory limit used to abort (std::bad_alloc, exit 134).
+// and exit 1; an allocation beyond a memory limit is one too, not an abort (exit 134).
 #include <doctest/doctest.h>
 #include <unistd.h>
 

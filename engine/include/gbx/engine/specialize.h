@@ -1,7 +1,7 @@
 #pragma once
-// ROM-specialized kernels (design.md section 10): the cartridge's hot code as straight-line
-// blocks keyed by (ROM bank, address), found from a profile of the interpreter and the ROM's
-// static control flow. The SM83 knowledge here is the opcode table's (lengths, cycles,
+// ROM-specialized kernels (docs/internals/specialization.md): the cartridge's hot code as
+// straight-line blocks keyed by (ROM bank, address), found from a profile of the interpreter and
+// the ROM's static control flow. The SM83 knowledge here is the opcode table's (lengths, cycles,
 // families); which families end a block is listed in specialize.cpp.
 #include <cstdint>
 #include <memory>

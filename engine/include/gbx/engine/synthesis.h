@@ -21,7 +21,7 @@ enum class MemLayout { EnvMajor, Interleaved };
 enum class RunMode { Frames, Instructions };
 // What the obs stages write: obs_v0's 32 floats, or the screen.
 enum class ObsKind { Vec, Pixels };
-// Screen observation layouts (design.md section 7): full u8[144][160], half u8[72][80] (top-left
+// Screen observation layouts (docs/guide/screen.md): full u8[144][160], half u8[72][80] (top-left
 // pixel of each 2x2), packed u8[144][40] (4 pixels a byte, leftmost in the high bits).
 enum class ObsFormat { Full, Half, Packed };
 
@@ -84,9 +84,9 @@ struct SynthParams {
   // Profiling interpreter: counts instructions executed per ROM offset into
   // GbxParams::profile_counts. Not compiled in otherwise.
   bool profile = false;
-  // ROM-specialized kernel (design.md section 10): the plan's hot blocks compiled in beside
-  // the interpreter. Its ROM SHA-256 and hot-set hash are in canonical(); the blocks' code is
-  // in the source, and so in the key.
+  // ROM-specialized kernel (docs/internals/specialization.md): the plan's hot blocks compiled in
+  // beside the interpreter. Its ROM SHA-256 and hot-set hash are in canonical(); the blocks' code
+  // is in the source, and so in the key.
   std::shared_ptr<const SpecPlan> specialize;
 
   // Canonical "key=value;..." string used in hashes, metadata and comments.

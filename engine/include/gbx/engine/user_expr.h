@@ -30,6 +30,8 @@ struct UserExprView {
   // Called with two integer literals, checked by name: "popcount", "sum" (lo, hi), "bcd".
   std::vector<std::string> literal_calls;
   std::vector<std::string> hooks;  // called with an integer literal below num_hooks: "hit"
+  // What an error adds about the names allowed; "" = the kernel's (every builtin).
+  std::string hint;
 };
 
 constexpr int kBcdMaxBytes = 8;
@@ -39,6 +41,14 @@ constexpr int kBcdMaxBytes = 8;
 Result<std::string> prepare_user_expr(const std::string& text, const std::string& what,
                                       const UserExprView& view, int num_tracked, bool allow_tracked,
                                       int num_hooks = 0);
+
+// The view the template bundle's manifest declares ("user_expressions"); generator.cpp.
+class TemplateBundle;
+Result<UserExprView> user_expr_view(const TemplateBundle& bundle);
+
+// The view restricted to the names in `only` (gbx.expressions' host evaluator: registers, ram,
+// ram16), its hint listing them; val/prev stay, to be refused as outside reward and done.
+UserExprView restrict_view(const UserExprView& full, const std::vector<std::string>& only);
 
 // Whether `text` holds the identifier `name` (a whole word): which builtins an expression uses.
 bool expr_names(const std::string& text, const std::string& name);

@@ -149,7 +149,14 @@ GBX_FN bool ppu_stat_line(Machine& b, i64 at, u8 stat) {
   // "vblank_stat_intr", verified on DMG/MGB/SGB).
   const i64 from_vblank = ppu_pos(b, at) - 144 * GBX_LINE_DOTS;
   const bool oam = mode == 2 || (from_vblank >= 0 && from_vblank < 4);
-  return ((stat & 0x20) && oam) || ((stat & 0x10) && mode == 1) || ((stat & 0x08) && mode == 0);
+  // The HBlank source is the PPU's "rendering done" signal, not STAT's mode bits (GateBoy,
+  // aappleby/metroboy GateBoyInterrupts.cpp: TARU_INT_HBL = WODU_HBLANKp and not VBlank; WODU is
+  // set when the pixel counter reaches 167 and cleared at the line's start). So the mode 0 that
+  // STAT shows on the first line after the LCD is switched on, before that line's mode 3 (no
+  // OAM scan, ppu_first_line), does not raise it: switching the LCD on with the HBlank source
+  // enabled requests nothing until that line's mode 3 ends.
+  const bool hblank = mode == 0 && !(ppu_first_line(b, at) && ppu_pos(b, at) % GBX_LINE_DOTS < GBX_MODE2_DOTS);
+  return ((stat & 0x20) && oam) || ((stat & 0x10) && mode == 1) || ((stat & 0x08) && hblank);
 }
 
 // IF bits the PPU raises at cycle `at` (a candidate point of ppu_schedule).

@@ -192,7 +192,7 @@ GBX_FN u8 ppu_stat(Machine& b) {
 //   int_hblank_halt_scx*, timed from the switch-on; that line is not a normal one in GateBoy
 //   either, LogicBoy.cpp: "lcd phase is off by 8" half-dots coming out of reset). The mode 0
 //   STAT shows on that first line before its mode 3 (it has no OAM scan) does not raise it.
-GBX_FN bool ppu_stat_line(Machine& b, i64 at, u8 stat) {
+GBX_NOINLINE bool ppu_stat_line(Machine& b, i64 at, u8 stat) {
   if (!ppu_lcd_on(b)) return (stat & 0x40) && (*io_reg(b, 0xFF41) & 0x04);  // frozen LY=LYC
   if (!(stat & 0x78)) return false;
   const i64 pos = ppu_pos(b, at);
@@ -230,7 +230,7 @@ GBX_FN u8 ppu_irq_at(Machine& b, i64 at) {
 // rise where its sources change (ppu_stat_line): GBX_IRQ_LINE_LEAD dots before a line (mode 2,
 // mode 1 at line 144, a new LY; VBlank), at line 153's LY 0 and where mode 0's source rises.
 // Looks at most one frame ahead.
-GBX_FN void ppu_schedule(Machine& b, i64 after) {
+GBX_NOINLINE void ppu_schedule(Machine& b, i64 after) {
   if (!ppu_lcd_on(b)) {
     b.ppu_event = GBX_NEVER;
     return;
@@ -283,7 +283,7 @@ GBX_FN void ppu_service(Machine& b, i64 now) {
 // from HALT against gbmicrotest hblank_int_scx* from running code, both on a DMG); one in the
 // M-cycle's first dots wakes it when running code would take it (mooneye halt_ime1_timing2-GS:
 // VBlank). Other events are not moved.
-GBX_FN i64 halt_wake_bound(const Machine& b, i64 until) {
+GBX_NOINLINE i64 halt_wake_bound(const Machine& b, i64 until) {
   if (until != b.ppu_event) return until;
   i64 other = b.timer_event < b.joyp_event ? b.timer_event : b.joyp_event;
   other = GBX_COLD(b, serial_event) < other ? GBX_COLD(b, serial_event) : other;

@@ -192,6 +192,8 @@ GBX_FN u8 ppu_stat(Machine& b) {
 //   int_hblank_halt_scx*, timed from the switch-on; that line is not a normal one in GateBoy
 //   either, LogicBoy.cpp: "lcd phase is off by 8" half-dots coming out of reset). The mode 0
 //   STAT shows on that first line before its mode 3 (it has no OAM scan) does not raise it.
+// Out of line, as ppu_schedule and halt_wake_bound: they run at PPU events and register
+// writes, and inlined they cost the pixel-FIFO CUDA kernel spills (docs/machine/ppu-fifo.md).
 GBX_NOINLINE bool ppu_stat_line(Machine& b, i64 at, u8 stat) {
   if (!ppu_lcd_on(b)) return (stat & 0x40) && (*io_reg(b, 0xFF41) & 0x04);  // frozen LY=LYC
   if (!(stat & 0x78)) return false;

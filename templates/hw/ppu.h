@@ -10,11 +10,30 @@
 #define GBX_MODE2_DOTS 80
 #define GBX_MODE3_MIN_DOTS 172
 // Pan Docs "LY": on line 153, LY reads 153 only briefly (one M-cycle), then 0 for the rest
-// of the line, and the LYC comparison follows what LY reads.
+// of the line (the LY=LYC comparison: GBX_LYC153_DOTS).
 #define GBX_LY153_DOTS 4
+// The dots at a line's end while the PPU turns to the next line (ppu_line_turning, below).
+#define GBX_LINE_TURN_DOTS 4
+// The LY=LYC comparison (STAT's bit 2 and the LY=LYC source) on line 153 matches 153 for as
+// long as LY reads 153, then nothing for one M-cycle, then 0: gbmicrotest
+// line_153_lyc153_stat_timing_b/c (LYC 153: a match at the 106th M-cycle into line 152, none
+// at the 107th) and line_153_lyc0_stat_timing_b/c/d (LYC 0: none at the 107th, a match at the
+// 108th), verified on a DMG-CPU-08; LY reads 0 meanwhile
+// (line_153_ly_*). As at every other line change, where STAT's LY=LYC bit reads 0 while LY
+// turns (ppu_line_turning).
+#define GBX_LYC153_DOTS 8
 // No line's mode 3 ends later than this (80 + 172 + 7 + 6 + 10 objects x 11 + 1 < 384), so
 // later dots are mode 0 without looking at OAM.
 #define GBX_MODE3_MAX_END 384
+// The interrupt sources lead what STAT's mode bits and LY show (ppu_stat_line): the line-start
+// sources (mode 2, LY=LYC, VBlank) by GBX_IRQ_LINE_LEAD dots, the end of mode 3 (mode 0) by
+// GBX_IRQ_HBLANK_LEAD dots (GBX_IRQ_HBLANK_LEAD_FIRST on the first line after the LCD is
+// switched on).
+#define GBX_IRQ_LINE_LEAD 2
+#define GBX_IRQ_HBLANK_LEAD 2
+#define GBX_IRQ_HBLANK_LEAD_FIRST 1
+// A halted CPU sees a PPU request this many dots later than a running one (halt_wake_bound).
+#define GBX_HALT_IRQ_LATE 2
 
 GBX_FN bool ppu_lcd_on(Machine& b) { return (*io_reg(b, 0xFF40) & 0x80) != 0; }
 
@@ -89,7 +108,11 @@ GBX_FN u8 ppu_mode(Machine& b, i64 at) {
   if (!ppu_lcd_on(b)) return 0;
   const i64 pos = ppu_pos(b, at);
   const i64 line = pos / GBX_LINE_DOTS, dot = pos % GBX_LINE_DOTS;
-  if (line >= 144) return 1;
+  // The last GBX_LINE_TURN_DOTS of line 153, while the PPU turns to line 0, read mode 0: the
+  // VBlank flag has already gone, line 0's OAM scan does not show yet (gbmicrotest
+  // poweron_stat_006, line_153_lyc0_stat_timing_f, lcdon_to_stat1_d, DMG-CPU-08: "glitch
+  // hblank" for one M-cycle between mode 1 and mode 2).
+  if (line >= 144) return line == 153 && dot >= GBX_LINE_DOTS - GBX_LINE_TURN_DOTS ? 0 : 1;
   if (dot < GBX_MODE2_DOTS) return ppu_first_line(b, at) ? 0 : 2;
   if (dot < GBX_MODE2_DOTS + GBX_MODE3_MIN_DOTS) return 3;
   if (dot >= GBX_MODE3_MAX_END) return 0;
@@ -107,7 +130,7 @@ GBX_FN u8 ppu_ly_at_pos(i64 pos) {
 // reads the old mode and its LY=LYC bit reads 0, and OAM is already the PPU's when the next
 // line is visible (its OAM scan starts here, 4 dots before STAT shows mode 2). The STAT
 // interrupt line keeps comparing with the line in progress.
-#define GBX_LINE_TURN_DOTS 4
+// (GBX_LINE_TURN_DOTS: defined at the top, with the other line constants.)
 GBX_FN bool ppu_line_turning(i64 pos) {
   return pos % GBX_LINE_DOTS >= GBX_LINE_DOTS - GBX_LINE_TURN_DOTS && pos / GBX_LINE_DOTS < 153;
 }
@@ -118,8 +141,16 @@ GBX_FN u8 ppu_ly(Machine& b) {
   return ppu_ly_at_pos(ppu_line_turning(pos) ? pos + GBX_LINE_TURN_DOTS : pos);
 }
 
+// LY as the LY=LYC comparison sees it at frame position `pos`.
+// 0x100 (equal to no LYC) while it turns from 153 to 0.
+GBX_FN u32 ppu_lyc_ly_at_pos(i64 pos) {
+  const i64 line = pos / GBX_LINE_DOTS, dot = pos % GBX_LINE_DOTS;
+  if (line != 153 || dot < GBX_LY153_DOTS) return (u32)line;
+  return dot < GBX_LYC153_DOTS ? 0x100u : 0u;
+}
+
 GBX_FN bool ppu_lyc_match(Machine& b, i64 at) {
-  return ppu_ly_at_pos(ppu_pos(b, at)) == *io_reg(b, 0xFF45);
+  return ppu_lyc_ly_at_pos(ppu_pos(b, at)) == *io_reg(b, 0xFF45);
 }
 
 // STAT's LY=LYC bit. The comparison runs only while the LCD is on: switching it off freezes
@@ -139,32 +170,69 @@ GBX_FN u8 ppu_stat(Machine& b) {
 // The STAT interrupt line (Pan Docs "STAT interrupt"): the OR of the enabled sources. Only
 // its rising edge requests the interrupt, so a source that becomes true while another keeps
 // the line high requests nothing ("STAT blocking").
-GBX_FN bool ppu_stat_line(Machine& b, i64 at, u8 stat) {
+//
+// The sources are the PPU's own signals, not STAT's mode bits (GateBoy, aappleby/metroboy
+// GateBoyInterrupts.cpp, SUKO_INT_STATp: LY=LYC is ROPO_LY_MATCH_SYNCp, mode 2 TAPA_INT_OAM
+// (the line-start pulse), mode 1 PARU_VBLANKp, mode 0 TARU_INT_HBL = WODU_HBLANKp and not
+// VBlank, WODU set when the pixel counter reaches 167 and cleared at the line start). They
+// change before what the CPU reads in STAT and LY does: measured on a DMG by gbmicrotest
+// (aappleby/gbmicrotest, DMG-CPU-08), whose ROMs poll IF at single M-cycles around each edge
+// (oam_int_if_edge_*, hblank_int_scx*_if_*, lyc1_int_if_edge_*, vblank_int_if_*) and time the
+// dispatch from running code (*_nops, *_incs) and from HALT (*_halt), against mooneye's
+// intervals between interrupts and STAT reads (intr_1_2_timing-GS, intr_2_*_timing,
+// hblank_ly_scx_timing-GS, verified on DMG), which fix the relative timing:
+// - the line-start sources (mode 2 from the line start for the OAM scan's 80 dots, lines
+//   0-143, and on a DMG the first M-cycle of line 144, mooneye vblank_stat_intr-GS; LY=LYC with
+//   LY as the comparison sees it, ppu_lyc_ly_at_pos; mode 1 from line 144 to the end of line
+//   153) lead STAT and LY by GBX_IRQ_LINE_LEAD dots. The first line after the LCD is switched
+//   on has no line-start pulse (GateBoy: RUTU_LINE_END is held low on it), so no mode 2 source;
+// - the mode 0 source rises GBX_IRQ_HBLANK_LEAD dots before STAT shows mode 0 at
+//   ppu_mode3_end and holds to the line's end. On the first line after the LCD is switched on
+//   it leads by GBX_IRQ_HBLANK_LEAD_FIRST (gbmicrotest int_hblank_incs_scx*, hblank_int_l0 and
+//   int_hblank_halt_scx*, timed from the switch-on; that line is not a normal one in GateBoy
+//   either, LogicBoy.cpp: "lcd phase is off by 8" half-dots coming out of reset). The mode 0
+//   STAT shows on that first line before its mode 3 (it has no OAM scan) does not raise it.
+// Out of line, as ppu_schedule and halt_wake_bound: they run at PPU events and register
+// writes, and inlined they cost the pixel-FIFO CUDA kernel spills (docs/machine/ppu-fifo.md).
+GBX_NOINLINE bool ppu_stat_line(Machine& b, i64 at, u8 stat) {
   if (!ppu_lcd_on(b)) return (stat & 0x40) && (*io_reg(b, 0xFF41) & 0x04);  // frozen LY=LYC
   if (!(stat & 0x78)) return false;
-  if ((stat & 0x40) && ppu_lyc_match(b, at)) return true;
+  const i64 pos = ppu_pos(b, at);
+  const i64 src = (pos + GBX_IRQ_LINE_LEAD) % GBX_FRAME_CYCLES;  // the line-start sources' view
+  if ((stat & 0x40) && ppu_lyc_ly_at_pos(src) == *io_reg(b, 0xFF45)) return true;
   if (!(stat & 0x38)) return false;
-  const u8 mode = ppu_mode(b, at);
-  // DMG: the mode-2 source also pulses at the start of line 144, with VBlank (mooneye
-  // "vblank_stat_intr", verified on DMG/MGB/SGB).
-  const i64 from_vblank = ppu_pos(b, at) - 144 * GBX_LINE_DOTS;
-  const bool oam = mode == 2 || (from_vblank >= 0 && from_vblank < 4);
-  return ((stat & 0x20) && oam) || ((stat & 0x10) && mode == 1) || ((stat & 0x08) && mode == 0);
+  const i64 src_line = src / GBX_LINE_DOTS;
+  if ((stat & 0x10) && src_line >= 144) return true;
+  if (stat & 0x20) {
+    const bool first = at - GBX_COLD(b, ppu_epoch) < GBX_LINE_DOTS - GBX_IRQ_LINE_LEAD;
+    const i64 src_dot = src % GBX_LINE_DOTS;
+    if ((src_line < 144 && src_dot < GBX_MODE2_DOTS && !first) || (src_line == 144 && src_dot < 4))
+      return true;
+  }
+  if (stat & 0x08) {
+    const i64 line = pos / GBX_LINE_DOTS, dot = pos % GBX_LINE_DOTS;
+    const i64 lead = ppu_first_line(b, at) ? GBX_IRQ_HBLANK_LEAD_FIRST : GBX_IRQ_HBLANK_LEAD;
+    if (line < 144 && dot >= GBX_MODE2_DOTS + GBX_MODE3_MIN_DOTS - lead &&
+        (dot >= GBX_MODE3_MAX_END || dot >= ppu_mode3_end(b, line) - lead))
+      return true;
+  }
+  return false;
 }
 
 // IF bits the PPU raises at cycle `at` (a candidate point of ppu_schedule).
 GBX_FN u8 ppu_irq_at(Machine& b, i64 at) {
   const u8 stat = *io_reg(b, 0xFF41);
   const i64 pos = ppu_pos(b, at);
-  u8 irq = (pos == 144 * GBX_LINE_DOTS) ? 0x01 : 0;
+  u8 irq = (pos == 144 * GBX_LINE_DOTS - GBX_IRQ_LINE_LEAD) ? 0x01 : 0;  // with mode 1's source
   if (ppu_stat_line(b, at, stat) && !ppu_stat_line(b, at - 1, stat)) irq |= 0x02;
   return irq;
 }
 
 // The next cycle after `after` at which the PPU raises an interrupt. The STAT line can only
-// rise at dot 0 of a line (mode 2, mode 1 at line 144, a new LY), at line 153 dot 4 (LY 0)
-// and where mode 3 ends (mode 0); VBlank is line 144 dot 0. Looks at most one frame ahead.
-GBX_FN void ppu_schedule(Machine& b, i64 after) {
+// rise where its sources change (ppu_stat_line): GBX_IRQ_LINE_LEAD dots before a line (mode 2,
+// mode 1 at line 144, a new LY; VBlank), at line 153's LY 0 and where mode 0's source rises.
+// Looks at most one frame ahead.
+GBX_NOINLINE void ppu_schedule(Machine& b, i64 after) {
   if (!ppu_lcd_on(b)) {
     b.ppu_event = GBX_NEVER;
     return;
@@ -173,7 +241,7 @@ GBX_FN void ppu_schedule(Machine& b, i64 after) {
   const i64 frame_start = after - pos;
   const u8 stat = *io_reg(b, 0xFF41);
   if (!(stat & 0x78)) {  // VBlank only
-    const i64 vbl = 144 * GBX_LINE_DOTS;
+    const i64 vbl = 144 * GBX_LINE_DOTS - GBX_IRQ_LINE_LEAD;
     b.ppu_event = frame_start + (pos < vbl ? vbl : vbl + GBX_FRAME_CYCLES);
     return;
   }
@@ -181,11 +249,15 @@ GBX_FN void ppu_schedule(Machine& b, i64 after) {
   for (i64 l = first_line; l <= first_line + 154; ++l) {
     const i64 line = l % 154;
     const i64 base = frame_start + l * GBX_LINE_DOTS;
-    i64 dots[2] = {0, -1};
+    // The sources' line starts (GBX_IRQ_LINE_LEAD before the next line), LY 0 on line 153 and
+    // mode 3's end, as ppu_stat_line sees them; in increasing order.
+    i64 dots[2] = {-1, GBX_LINE_DOTS - GBX_IRQ_LINE_LEAD};
     if (line == 153)
-      dots[1] = GBX_LY153_DOTS;
+      dots[0] = GBX_LYC153_DOTS - GBX_IRQ_LINE_LEAD;  // LY 0 (153 ends on no LYC: no edge)
     else if (line < 144 && (stat & 0x08))
-      dots[1] = ppu_mode3_end(b, line);
+      dots[0] = ppu_mode3_end(b, line) - (base - GBX_COLD(b, ppu_epoch) < GBX_LINE_DOTS
+                                              ? GBX_IRQ_HBLANK_LEAD_FIRST
+                                              : GBX_IRQ_HBLANK_LEAD);
     for (u32 k = 0; k < 2; ++k) {
       if (dots[k] < 0) continue;
       const i64 at = base + dots[k];
@@ -204,6 +276,27 @@ GBX_FN void ppu_service(Machine& b, i64 now) {
     ppu_schedule(b, b.ppu_event);
   }
 }
+
+// The cycle up to which a halted CPU may sleep when `until` is its next event. The halted CPU
+// latches VBlank and STAT requests earlier in the M-cycle than the running CPU's interrupt
+// check does (GateBoy, aappleby/metroboy LogicBoy.cpp tock_cpu: intf_halt_latch at phase E,
+// intf_latch at phase H), so a PPU request in the last GBX_HALT_IRQ_LATE dots of an M-cycle
+// wakes it one M-cycle after running code would take it (mooneye hblank_ly_scx_timing-GS woken
+// from HALT against gbmicrotest hblank_int_scx* from running code, both on a DMG); one in the
+// M-cycle's first dots wakes it when running code would take it (mooneye halt_ime1_timing2-GS:
+// VBlank). Other events are not moved.
+GBX_NOINLINE i64 halt_wake_bound(const Machine& b, i64 until) {
+  if (until != b.ppu_event) return until;
+  i64 other = b.timer_event < b.joyp_event ? b.timer_event : b.joyp_event;
+  other = GBX_COLD(b, serial_event) < other ? GBX_COLD(b, serial_event) : other;
+  if (b.dma_pending && b.dma_end - 640 < other) other = b.dma_end - 640;
+  const i64 late = until + GBX_HALT_IRQ_LATE;
+  return late < other ? late : other;
+}
+
+#if GBX_CORE_SPLIT
+GBX_FN i64 halt_wake_bound(const Core& c, i64 until) { return halt_wake_bound(*c.m, until); }
+#endif
 
 GBX_FN void ppu_write_lcdc(Machine& b, u8 v) {
   const i64 at = io_time(b);

@@ -133,13 +133,19 @@ GBX_FN void lcd_fifo_idle(Machine& b) {
 }
 
 // The cycle at which line `line`'s pipeline starts, in the frame starting at `frame_start`:
-// mode 3's start, GBX_FIFO_LINE0_DOTS later on line 0. Mealybug's raster handlers, run from
-// the mode-2 STAT interrupt, write 4 cycles earlier on line 0 than on the others ("line 0
-// timing is different by 4 cycles", m3_bgp_change.asm) and expect the same pixels on every
-// line: measured against that interrupt, line 0's pixels leave 4 dots earlier.
+// GBX_FIFO_START_DOT into the line, GBX_FIFO_LINE0_DOTS later on line 0. The pipeline starts
+// where the PPU takes VRAM (hw/ppu.h ppu_vram_locked, mooneye lcdon_timing-GS), 4 dots before
+// STAT shows mode 3: the lead of the PPU's interrupt sources over STAT (hw/ppu.h
+// ppu_stat_line) dispatches Mealybug's handlers, run from the mode-2 STAT interrupt after the
+// LCD is switched on, one M-cycle before STAT's mode 2 would, and their expected screens put
+// the pixels that much earlier too. Mealybug's raster handlers write 4 cycles earlier on line 0
+// than on the others ("line 0 timing is different by 4 cycles", m3_bgp_change.asm) and expect
+// the same pixels on every line: measured against that interrupt, line 0's pixels leave 4 dots
+// earlier.
+#define GBX_FIFO_START_DOT (GBX_MODE2_DOTS - 4)
 #define GBX_FIFO_LINE0_DOTS (-4)
 GBX_FN i64 lcd_fifo_line_start(i64 frame_start, i64 line) {
-  return frame_start + line * GBX_LINE_DOTS + GBX_MODE2_DOTS +
+  return frame_start + line * GBX_LINE_DOTS + GBX_FIFO_START_DOT +
          (line == 0 ? GBX_FIFO_LINE0_DOTS : 0);
 }
 

@@ -218,7 +218,7 @@ GBX_NOINLINE void lcd_catch_up_slow(Machine& b, i64 now) {
       }
       // A line whose mode 3 is over with no write during it: the scanline renderer draws it
       // the same, much faster.
-      if (until > GBX_MODE3_MAX_END - GBX_MODE2_DOTS + GBX_FIFO_LATCH_DOTS &&
+      if (until > GBX_MODE3_MAX_END - GBX_FIFO_START_DOT + GBX_FIFO_LATCH_DOTS &&
           lcd_fifo_line_plain(b, (u32)line)) {
         lcd_draw_line(b, (u32)line, row);
         f.line = (u8)line;

@@ -116,6 +116,11 @@ Result<std::vector<uint8_t>> build_ppu_scene_rom(const PpuScene& scene) {
   a.label("stat_isr").op("PUSH AF").op("PUSH BC").op("PUSH HL");
   a.op("LDH A,(a8)", kRasterPtr & 0xFF).op("LD L,A").op("LDH A,(a8)", (kRasterPtr + 1) & 0xFF);
   a.op("LD H,A");
+  // Mode 3 first, then mode 0: STAT also reads mode 0 for the last M-cycle of line 153
+  // (hw/ppu.h ppu_mode), where the LYC-0 handler starts; this line's HBlank comes after its
+  // mode 3.
+  a.label("drawing").op("LDH A,(a8)", 0x41).op("AND d8", 3).op("CP d8", 3);
+  a.op("JR NZ,r8", "drawing");
   a.label("hblank").op("LDH A,(a8)", 0x41).op("AND d8", 3).op("JR NZ,r8", "hblank");
   a.op("LD A,(HL+)").op("LD C,A").op("LD A,(HL+)").op("LDH (C),A");
   a.op("LD A,(HL+)").op("LDH (a8),A", 0x45);

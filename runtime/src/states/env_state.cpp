@@ -38,9 +38,14 @@ constexpr uint8_t kIoReset[0x80] = {
 // narrows it to 0xABCC-0xABCE; 0xABCC is also Gambatte's. mGBA's skip-BIOS state has 0xABC0;
 // hardware wins (design.md).
 constexpr int64_t kDivCounterAtReset = 0xABCC;
-// Where the PPU is in its frame (dots since line 0, dot 0) right after the boot ROM.
-// mGBA (and the DMG boot ROM) hand over 56 T-cycles before line 0 starts.
-constexpr int64_t kPpuDotsAtReset = 70224 - 56;
+// Where the PPU is in its frame (dots since line 0, dot 0) right after the boot ROM: 60 dots
+// before line 0 starts. gbmicrotest's poweron_* ROMs (aappleby/gbmicrotest, verified on a
+// DMG-CPU-08) read STAT, LY, OAM and VRAM at every M-cycle from 0x0150: STAT shows line 153's
+// mode 1 for the first 6 M-cycles of delay, line 0's OAM scan from the 7th, mode 3 from the
+// 27th; with this model's read point (1 dot into the M-cycle) and line-turn rule (ppu.h) that
+// is 60 dots. mGBA's skip-BIOS state hands over 56 dots before line 0 (one M-cycle later in
+// the frame); hardware wins (design.md).
+constexpr int64_t kPpuDotsAtReset = 70224 - 60;
 
 }  // namespace
 

@@ -25,8 +25,8 @@
 # PyBoy cannot load either: it plays the same schedule from power-on after its boot ROM
 # (untimed), so it starts from the same inputs but not the same machine state.
 #
-#   GBX_GAMES_ROMS      ROM files (default: build/roms/game_loop.gb if sdcc built it,
-#                       ../shared/games/2048.gb, ../shared/games/libbet.gb)
+#   GBX_GAMES_ROMS      ROM files (default: build/roms/game_loop.gb if sdcc built it, then
+#                       every ../shared/games/*.gb: scripts/games-common.sh)
 #   GBX_GAMES_ROUNDS    interleaved rounds          (default 3)
 #   GBX_GAMES_SECS      seconds per column a round  (default 2)
 #   GBX_GAMES_ENVS      envs per column             (default 8; PyBoy: 8 instances, 1 process)

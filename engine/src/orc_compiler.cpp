@@ -117,9 +117,10 @@ Result<std::unique_ptr<llvm::TargetMachine>> make_target_machine(const std::stri
 }  // namespace
 
 std::vector<std::string> cpu_compile_args(const CpuCompileOptions& opts) {
-  // No system headers, no exceptions or RTTI: templates are self-contained (design 4).
-  // An interpreter gains nothing from vector units, while the vectorizers and AVX-512 domain
-  // reassignment cost ~0.8 s of a ~3 s cold compile (measured with -ftime-report).
+  // No system headers, no exceptions or RTTI: templates are self-contained
+  // (docs/internals/synthesis.md). An interpreter gains nothing from vector units, while the
+  // vectorizers and AVX-512 domain reassignment cost ~0.8 s of a ~3 s cold compile (measured with
+  // -ftime-report).
   std::vector<std::string> args = {GBX_CLANG_EXECUTABLE,
                                    "-c",
                                    "-x",

@@ -15,14 +15,14 @@ namespace gbx {
 using cuda_detail::shared_kernel;
 
 // ---- ROM specialization ---------------------------------------------------------------------
-// The cuda side of design.md section 10, from the same generated source as the cpu backend's
-// (NVRTC instead of clang). cfg.specialize: the specialized kernel from the start. auto: the
-// profiling interpreter (a cached kernel of its own) counts instructions per ROM offset on the
-// device for the first N frames; the counts come back in one copy and the plan is made on the
-// host; then a background thread compiles (NVRTC) and loads the specialized kernel while steps
-// go on with the profiling kernel, counting off. The first step that finds it ready swaps the
-// function for the next launch: launches are ordered on one stream and the state ABI is the
-// same, so nothing is copied and no step waits for the compile.
+// The cuda side of ROM specialization (docs/internals/specialization.md), from the same
+// generated source as the cpu backend's (NVRTC instead of clang). cfg.specialize: the specialized
+// kernel from the start. auto: the profiling interpreter (a cached kernel of its own) counts
+// instructions per ROM offset on the device for the first N frames; the counts come back in one
+// copy and the plan is made on the host; then a background thread compiles (NVRTC) and loads the
+// specialized kernel while steps go on with the profiling kernel, counting off. The first step that
+// finds it ready swaps the function for the next launch: launches are ordered on one stream and the
+// state ABI is the same, so nothing is copied and no step waits for the compile.
 
 Status CudaBackend::check_specialize(const Rom& rom, const BackendConfig& cfg) {
   if (cfg.specialize && cfg.specialize->rom != rom.bytes)

@@ -36,7 +36,7 @@ constexpr uint8_t kIoReset[0x80] = {
 // just after it turns 0xAC at its 14th M-cycle from 0x0100, which puts the counter in
 // 0xABCB-0xABCE; boot_sclk_align-dmgABCmgb (the serial clock divided from this counter)
 // narrows it to 0xABCC-0xABCE; 0xABCC is also Gambatte's. mGBA's skip-BIOS state has 0xABC0;
-// hardware wins (design.md).
+// hardware wins (docs/machine/accuracy.md).
 constexpr int64_t kDivCounterAtReset = 0xABCC;
 // Where the PPU is in its frame (dots since line 0, dot 0) right after the boot ROM: 60 dots
 // before line 0 starts. gbmicrotest's poweron_* ROMs (aappleby/gbmicrotest, verified on a
@@ -44,7 +44,7 @@ constexpr int64_t kDivCounterAtReset = 0xABCC;
 // mode 1 for the first 6 M-cycles of delay, line 0's OAM scan from the 7th, mode 3 from the
 // 27th; with this model's read point (1 dot into the M-cycle) and line-turn rule (ppu.h) that
 // is 60 dots. mGBA's skip-BIOS state hands over 56 dots before line 0 (one M-cycle later in
-// the frame); hardware wins (design.md).
+// the frame); hardware wins (docs/machine/accuracy.md).
 constexpr int64_t kPpuDotsAtReset = 70224 - 60;
 
 }  // namespace

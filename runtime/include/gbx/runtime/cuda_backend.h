@@ -80,7 +80,7 @@ class CudaBackend : public Backend {
   const CudaDeviceKernel& kernel() const { return kernel_; }
   LaunchShape launch_shape() const { return shape_; }
   const std::vector<std::string>& warnings() const { return kernel_.build.build.warnings; }
-  // ROM specialization (design.md section 10): see Backend::specialize_status.
+  // ROM specialization (docs/internals/specialization.md): see Backend::specialize_status.
   std::string specialize_status() const override { return tier_.status(); }
   Status finish_tier_up() override;
   Result<std::vector<int64_t>> specialized_instr_counts() override;

@@ -15,7 +15,7 @@ struct GreyImage {
   std::vector<uint8_t> pixels;  // row-major, one byte a pixel
 };
 
-// Greys for shades 0..3 (design.md section 7).
+// Greys for shades 0..3 (docs/guide/screen.md).
 constexpr uint8_t kShadeGrey[4] = {0xFF, 0xAA, 0x55, 0x00};
 
 // A 160x144 screen of shade indices as greys.

@@ -1,6 +1,6 @@
 #pragma once
-// Profiling runs and specialization plans for a ROM (design.md section 10): the runtime side
-// of gbx/engine/specialize.h.
+// Profiling runs and specialization plans for a ROM (docs/internals/specialization.md): the runtime
+// side of gbx/engine/specialize.h.
 #include <cstdint>
 #include <functional>
 #include <memory>

@@ -190,7 +190,6 @@ std::vector<SimtCost> majority_fold(const std::vector<std::vector<Iter>>& its,
       chosen = best->first;
     }
     bool any_events = false;
-    uint64_t running = 0;
     for (size_t i = 0; i < n; ++i)
       if (at[i] < its[i].size() && its[i][at[i]].unit == chosen) any_events |= its[i][at[i]].events;
     for (size_t wi = 0; wi < weights.size(); ++wi) {
@@ -209,9 +208,7 @@ std::vector<SimtCost> majority_fold(const std::vector<std::vector<Iter>>& its,
       c.useful += useful;
       c.iterations += 1;
       c.dispatches += ran;
-      running = ran;
     }
-    (void)running;
     for (size_t i = 0; i < n; ++i) {
       if (at[i] >= its[i].size()) continue;
       if (its[i][at[i]].unit == chosen) {

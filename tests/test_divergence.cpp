@@ -101,6 +101,12 @@ TEST_CASE("majority schedule: lanes on the same units at different phases line u
   CHECK(IssueSchedule::parse("simt").value().wait_bound == 0);
   CHECK_FALSE(IssueSchedule::parse("majority:0").ok());
   CHECK_FALSE(IssueSchedule::parse("greedy").ok());
+  CHECK(IssueSchedule::parse("majority:16+family@pc").value().grouping == EnvGrouping::Pc);
+  CHECK(IssueSchedule::parse("majority:16+family@pc").value().by_family);
+  CHECK(IssueSchedule::parse("simt@trace").value().name() == "simt@trace");
+  CHECK(IssueSchedule::parse("simt@launch").value().grouping == EnvGrouping::Launch);
+  CHECK_FALSE(IssueSchedule::parse("simt@lane").ok());
+  CHECK_FALSE(IssueSchedule::parse("greedy@pc").ok());
 }
 
 TEST_CASE("+family: opcodes of one instruction family are one unit") {
@@ -158,25 +164,32 @@ std::vector<uint8_t> split_rom() {
   return build_rom(s);
 }
 
+// The split ROM in `dir`, run on `warps` warps for `steps` 2-frame steps, its actions a file
+// in which odd envs press every button and even envs none.
+DivergenceOptions split_options(const std::filesystem::path& dir, int warps, int steps) {
+  const auto rom = dir / "split.gb";
+  const auto bytes = split_rom();
+  std::ofstream(rom, std::ios::binary).write((const char*)bytes.data(), (long)bytes.size());
+  const auto actions = dir / "actions.bin";
+  std::ofstream a(actions, std::ios::binary);
+  for (int i = 0; i < 32 * warps * steps; ++i) a.put(i % 2 ? (char)0xFF : (char)0x00);
+  DivergenceOptions o;
+  o.rom = rom.string();
+  o.warps = warps;
+  o.frames_per_step = 2;
+  o.release_after_frames = -1;
+  o.steps = steps;
+  o.actions = actions.string();
+  return o;
+}
+
 TEST_CASE("divergence on the double: lockstep is 32 lanes, a split warp what the model says") {
   GBX_REQUIRE_NVRTC();
   if (!std::getenv("GBX_TEST_CUDA_DOUBLE_DIR")) GBX_SKIP("not run on the CUDA driver double");
   test::TempDir dir;
-  const auto rom = dir.path / "split.gb";
-  const auto bytes = split_rom();
-  std::ofstream(rom, std::ios::binary).write((const char*)bytes.data(), (long)bytes.size());
   // Odd envs press every button, even envs none.
-  const auto actions = dir.path / "actions.bin";
-  {
-    std::ofstream a(actions, std::ios::binary);
-    for (int e = 0; e < 32; ++e) a.put(e % 2 ? (char)0xFF : (char)0x00);
-  }
-  DivergenceOptions o;
-  o.rom = rom.string();
-  o.warps = 1;
-  o.frames_per_step = 2;
-  o.release_after_frames = -1;
-  o.steps = 1;
+  DivergenceOptions o = split_options(dir.path, 1, 1);
+  const std::string actions = o.actions;
   o.actions = "none";
   auto lock = run_divergence(o, nullptr);
   REQUIRE_MESSAGE(lock.ok(), (lock.ok() ? "" : lock.error().message));
@@ -188,7 +201,7 @@ TEST_CASE("divergence on the double: lockstep is 32 lanes, a split warp what the
   // Two frames of INC; JR pairs (16 T-cycles): about 70224 * 2 / 8 loop iterations a lane.
   CHECK(lock->steps[0].count[0].iterations > 17000);
 
-  o.actions = actions.string();
+  o.actions = actions;
   auto split = run_divergence(o, nullptr);
   REQUIRE_MESSAGE(split.ok(), (split.ok() ? "" : split.error().message));
   const SimtCost& count = split->steps[0].count[0];
@@ -204,6 +217,35 @@ TEST_CASE("divergence on the double: lockstep is 32 lanes, a split warp what the
   const double issued = w.at(0x04) + w.at(0x0C) + w.at(0x18) + 2 * w.loop_top;
   CHECK(ptx.lanes() == doctest::Approx(useful / issued).epsilon(0.002));
   CHECK(ptx.lanes() < 31);
+}
+
+TEST_CASE("regrouping: envs dealt to warps by PC at the step's start or by their trace") {
+  GBX_REQUIRE_NVRTC();
+  if (!std::getenv("GBX_TEST_CUDA_DOUBLE_DIR")) GBX_SKIP("not run on the CUDA driver double");
+  test::TempDir dir;
+  // Odd envs press every button, even envs none, in both steps: after the first, the two
+  // groups sit in two loops (INC B; JR and INC C; JR), each group in step.
+  DivergenceOptions o = split_options(dir.path, 2, 2);
+  o.measure = {2};
+  o.schedules = {IssueSchedule::parse("simt").value(), IssueSchedule::parse("simt@pc").value(),
+                 IssueSchedule::parse("simt@trace").value()};
+  auto r = run_divergence(o, nullptr);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  REQUIRE(r->steps.size() == 1);
+  const DivergenceStep& d = r->steps[0];
+  // As launched, each warp holds both groups, which the first step's end left out of step
+  // (one on its INC while the other is on its JR): every iteration issues two units of 16
+  // lanes.
+  CHECK(d.count[0].lanes() == doctest::Approx(16).epsilon(0.002));
+  // Regrouped, by the PC each env starts the step at or by what it runs, each warp is one
+  // group: every lane on every unit.
+  CHECK(d.count[1].lanes() == doctest::Approx(32));
+  CHECK(d.count[2].lanes() == doctest::Approx(32));
+  // The same lanes ran the same dispatches, only dealt differently.
+  CHECK(d.count[1].dispatches == d.count[0].dispatches);
+  CHECK(d.count[1].lanes_seen == 64);
+  CHECK(d.ptx[1].useful == doctest::Approx(d.ptx[0].useful));
+  CHECK(d.ptx[1].issued < d.ptx[0].issued);
 }
 
 TEST_CASE("divergence refuses bad options in one line") {

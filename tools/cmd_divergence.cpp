@@ -62,13 +62,13 @@ int cmd_divergence(DivergenceCli& c) {
     auto r = run_divergence(o, nullptr);
     if (!r) return tool::fail(r.error());
     if (&p == &policies.front())
-      std::printf("%-8s %5s %-14s %8s %7s %8s %10s %10s\n", "actions", "step", "schedule", "lanes",
+      std::printf("%-8s %5s %-24s %8s %7s %8s %10s %10s\n", "actions", "step", "schedule", "lanes",
                   "eff", "lanes#", "disp/lane", "warp_iters");
     for (const DivergenceStep& s : r->steps)
       for (size_t si = 0; si < o.schedules.size(); ++si) {
         const SimtCost& ptx = s.ptx[si];
         const SimtCost& count = s.count[si];
-        std::printf("%-8s %5d %-14s %8.2f %6.1f%% %8.2f %10.0f %10llu\n", p.c_str(), s.step,
+        std::printf("%-8s %5d %-24s %8.2f %6.1f%% %8.2f %10.0f %10llu\n", p.c_str(), s.step,
                     o.schedules[si].name().c_str(), ptx.lanes(), 100 * ptx.efficiency(),
                     count.lanes(),
                     count.lanes_seen ? (double)count.dispatches / (double)count.lanes_seen : 0,
@@ -108,7 +108,9 @@ void register_divergence(CLI::App& app, Commands& cmds) {
                 "issue schedules priced on the same trace: simt (the kernel as it is), "
                 "majority:B (lanes of the warp's most common next unit run; B: most "
                 "iterations a lane waits), either with +family (uniform dispatch by "
-                "instruction family)")
+                "instruction family), any with @pc (envs regrouped into warps before each "
+                "launch by run state and PC) or @trace (by the step's own trace, which no "
+                "launch knows in advance)")
       ->capture_default_str();
   cmds.emplace_back(c, [] { return cmd_divergence(d); });
 }

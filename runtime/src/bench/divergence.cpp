@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 
 #include "gbx/engine/cache.h"
@@ -92,11 +93,16 @@ SimtCost& SimtCost::operator+=(const SimtCost& o) {
 
 std::string IssueSchedule::name() const {
   return (wait_bound == 0 ? std::string("simt") : "majority:" + std::to_string(wait_bound)) +
-         (by_family ? "+family" : "");
+         (by_family ? "+family" : "") +
+         (grouping == EnvGrouping::Pc      ? "@pc"
+          : grouping == EnvGrouping::Trace ? "@trace"
+                                           : "");
 }
 
-Result<IssueSchedule> IssueSchedule::parse(const std::string& text) {
-  std::string t = text;
+namespace {
+// The issue order part of a schedule (all of `text` but its @grouping).
+Result<IssueSchedule> parse_issue_order(const std::string& order, const std::string& text) {
+  std::string t = order;
   const std::string suffix = "+family";
   const bool family =
       t.size() > suffix.size() && t.compare(t.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -112,6 +118,26 @@ Result<IssueSchedule> IssueSchedule::parse(const std::string& text) {
   return make_error(ErrorKind::Usage, "schedule '" + text +
                                           "' is not simt or majority:B (B = 1-999999 iterations "
                                           "a lane may wait), with +family or not");
+}
+}  // namespace
+
+Result<IssueSchedule> IssueSchedule::parse(const std::string& text) {
+  std::string t = text;
+  EnvGrouping grouping = EnvGrouping::Launch;
+  if (const size_t at = t.find('@'); at != std::string::npos) {
+    const std::string g = t.substr(at + 1);
+    if (g == "pc")
+      grouping = EnvGrouping::Pc;
+    else if (g == "trace")
+      grouping = EnvGrouping::Trace;
+    else if (g != "launch")
+      return make_error(ErrorKind::Usage, "schedule '" + text + "': grouping '@" + g +
+                                              "' is not @launch, @pc or @trace");
+    t.resize(at);
+  }
+  auto s = parse_issue_order(t, text);
+  if (s) s->grouping = grouping;
+  return s;
 }
 
 UnitWeights UnitFamilies::widen(const UnitWeights& w) const {
@@ -334,8 +360,47 @@ namespace {
 using SetTrace = void (*)(void (*)(void*, unsigned, unsigned), void*);
 using TraceModule = const char* (*)();
 
+// Where a traced launch's records go: the folder (schedules on the launch's own warps) and,
+// when some schedule regroups envs, every env's whole trace (`all`, by thread), dealt to warps
+// once the launch is over (regrouped()).
+struct TraceSink {
+  WarpFolder* folder = nullptr;
+  std::vector<std::vector<uint32_t>>* all = nullptr;
+};
 void on_trace(void* ctx, unsigned thread, unsigned unit) {
-  static_cast<WarpFolder*>(ctx)->record(thread, unit);
+  auto* sink = static_cast<TraceSink*>(ctx);
+  sink->folder->record(thread, unit);
+  if (sink->all && thread < sink->all->size()) (*sink->all)[thread].push_back(unit);
+}
+
+// The envs in the order a grouping deals them to warps (IssueSchedule @pc, @trace); ties keep
+// env order.
+std::vector<size_t> grouping_order(EnvGrouping g, const std::vector<std::vector<uint32_t>>& all,
+                                   const std::vector<CpuState>& at_start) {
+  std::vector<size_t> order(all.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (g == EnvGrouping::Pc)
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+      return std::make_pair(at_start[x].run_state, at_start[x].pc) <
+             std::make_pair(at_start[y].run_state, at_start[y].pc);
+    });
+  else if (g == EnvGrouping::Trace)
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t x, size_t y) { return all[x] < all[y]; });
+  return order;
+}
+
+// One schedule priced on warps dealt in `order`: each warp's lanes fed to a folder of its own.
+std::vector<SimtCost> regrouped(const IssueSchedule& sc, const std::vector<size_t>& order,
+                                const std::vector<std::vector<uint32_t>>& all,
+                                const std::vector<const UnitWeights*>& weights,
+                                const UnitFamilies* families) {
+  IssueSchedule issue = sc;
+  issue.grouping = EnvGrouping::Launch;
+  WarpFolder f(weights, {issue}, families);
+  for (size_t lane = 0; lane < order.size(); ++lane)
+    for (const uint32_t u : all[order[lane]]) f.record((uint32_t)lane, u);
+  return f.flush();
 }
 
 Error usage(std::string msg) { return make_error(ErrorKind::Usage, std::move(msg)); }
@@ -422,13 +487,37 @@ Result<DivergenceResult> run_divergence(const DivergenceOptions& o,
     if (!f) return f.take_error();
     families = std::move(f.value());
   }
-  WarpFolder folder({&ptx_w, &count_w}, o.schedules, &families);
+  // Schedules on the launch's warps are folded as the trace comes; regrouped ones from every
+  // env's whole trace after the launch.
+  std::vector<IssueSchedule> on_launch;
+  std::vector<size_t> launch_index(o.schedules.size(), SIZE_MAX);
+  bool regroup = false;
+  for (size_t si = 0; si < o.schedules.size(); ++si) {
+    if (o.schedules[si].grouping != EnvGrouping::Launch) {
+      regroup = true;
+      continue;
+    }
+    launch_index[si] = on_launch.size();
+    on_launch.push_back(o.schedules[si]);
+  }
+  if (on_launch.empty()) on_launch.push_back(IssueSchedule{});
+  const std::vector<const UnitWeights*> weights = {&ptx_w, &count_w};
+  WarpFolder folder(weights, on_launch, &families);
+  std::vector<std::vector<uint32_t>> all;
+  TraceSink sink{&folder, regroup ? &all : nullptr};
   std::vector<int32_t> actions;
   for (int s = 1; s <= o.steps; ++s) {
     policy->fill(s - 1, be.num_envs(), actions);
     const bool traced =
         o.measure.empty() || std::find(o.measure.begin(), o.measure.end(), s) != o.measure.end();
-    if (traced) set_trace(&on_trace, &folder);
+    std::vector<CpuState> at_start;
+    if (traced && regroup) {
+      auto cs = be.cpu_states();
+      if (!cs) return cs.take_error();
+      at_start = std::move(cs.value());
+      all.assign((size_t)be.num_envs(), {});
+    }
+    if (traced) set_trace(&on_trace, &sink);
     Status st = be.step(actions);
     if (st) st = be.sync();
     set_trace(nullptr, nullptr);
@@ -438,8 +527,16 @@ Result<DivergenceResult> run_divergence(const DivergenceOptions& o,
     DivergenceStep d;
     d.step = s;
     for (size_t si = 0; si < o.schedules.size(); ++si) {
-      d.ptx.push_back(c[2 * si]);
-      d.count.push_back(c[2 * si + 1]);
+      const IssueSchedule& sc = o.schedules[si];
+      if (sc.grouping == EnvGrouping::Launch) {
+        d.ptx.push_back(c[2 * launch_index[si]]);
+        d.count.push_back(c[2 * launch_index[si] + 1]);
+        continue;
+      }
+      const std::vector<SimtCost> g =
+          regrouped(sc, grouping_order(sc.grouping, all, at_start), all, weights, &families);
+      d.ptx.push_back(g[0]);
+      d.count.push_back(g[1]);
     }
     result.steps.push_back(d);
     if (progress) {

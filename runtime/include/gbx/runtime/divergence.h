@@ -80,12 +80,24 @@ struct SimtCost {
 //     A family unit costs its dearest opcode plus kOperandSelect; the families whose
 //     members also differ in their operation (alu: ADD/SUB/AND/...) would pay for that
 //     inside, which this leaves out, so +family bounds the gain from above.
+//   @pc, @trace (a suffix of any): the regrouping candidate, which envs share a warp. Before
+//     each launch the envs are sorted by a key and dealt to warps 32 at a time in that order
+//     (the backend would keep an env-to-lane permutation; actions, observations and states
+//     stay in env order for the user). @pc: the env's run state and PC at the step's start,
+//     what a host could read between launches (the regrouping the issue names: by what the env
+//     ran last). @trace: the step's own dispatch sequence, lexicographically: envs that will
+//     run the same units in the same order share warps, which no real launch can know in
+//     advance (an optimistic reference for any key, not a proven optimum). Without a suffix
+//     (@launch): env e on lane e % 32 of warp e / 32, as the kernel launches today.
+enum class EnvGrouping { Launch, Pc, Trace };
 struct IssueSchedule {
   int wait_bound = 0;  // 0: simt
   double overhead = 0;
   bool by_family = false;
-  std::string name() const;  // "simt", "majority:16", "simt+family"
-  // "simt", "majority:B" (B >= 1; overhead kMajorityOverhead), either with "+family".
+  EnvGrouping grouping = EnvGrouping::Launch;
+  std::string name() const;  // "simt", "majority:16", "simt+family", "simt@pc"
+  // "simt", "majority:B" (B >= 1; overhead kMajorityOverhead), either with "+family", any of
+  // them with "@pc" or "@trace".
   static Result<IssueSchedule> parse(const std::string& text);
 };
 // Instructions a family handler spends choosing its operands by index (a table load and the

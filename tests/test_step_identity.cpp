@@ -21,6 +21,7 @@
 #include "gbx/runtime/rom.h"
 #include "gbx/runtime/rom_builder.h"
 #include "gbx/runtime/save_state.h"
+#include "gbx/runtime/specialize.h"
 #include "gbx/runtime/verify.h"
 #include "gbx_abi.h"
 #include "skip.h"
@@ -53,10 +54,14 @@ struct Run {
   // A hook at an address no game runs: a hook-counting kernel, whose interpreter runs every
   // wait loop iteration by iteration (kernel/step.tmpl wait_loop_skip is off there).
   bool every_iteration = false;
+  // A ROM-specialized kernel for the plan of a 240-frame profile (its blocks pass over the wait
+  // loops they are: kernel/step.tmpl, after spec_run).
+  bool specialized = false;
   std::string label() const {
     return backend + " threads=" + std::to_string(threads) + " envs=" + std::to_string(envs) +
            " frames/step=" + std::to_string(frames_per_step) +
-           (every_iteration ? " wait loops run iteration by iteration" : "");
+           (every_iteration ? " wait loops run iteration by iteration" : "") +
+           (specialized ? " specialized" : "");
   }
 };
 
@@ -76,6 +81,15 @@ Trace run(const Rom& rom, const Run& r) {
   cfg.stage = Stage::FullStep;
   cfg.obs = ObsKind::Pixels;
   if (r.every_iteration) cfg.hooks = {HookAddr{-1, 0x3FFF}};
+  if (r.specialized) {
+    ProfileRunOptions po;
+    po.frames = 240;
+    auto prof = profile_rom(rom, po);
+    REQUIRE_MESSAGE(prof.ok(), (prof ? "" : prof.error().message));
+    auto plan = spec_plan_for(rom, prof.value());
+    REQUIRE_MESSAGE(plan.ok(), (plan ? "" : plan.error().message));
+    cfg.specialize = plan.value();
+  }
   auto made = make_backend(r.backend, rom, cfg);
   REQUIRE_MESSAGE(made.ok(), (made ? "" : made.error().message));
   Backend& b = *made.value();
@@ -295,7 +309,8 @@ namespace {
 // The wait loops the interpreter passes over between events (kernel/step.tmpl
 // wait_loop_skip), one of each shape, each waiting for a flag an interrupt handler sets: the
 // VBlank handler sets four, the timer's (every 4096 T-cycles, so its requests land at every
-// phase of the loops and return into their tests and jumps) the fifth. After each wait the main
+// phase of the loops and return into their tests and jumps) the fifth; then six polls of STAT
+// and LY, with SCX moved each round and an LYC interrupt landing in them. After each wait the main
 // loop records DIV, LY and TIMA in a ring in WRAM, so one T-cycle off shows in memory.
 // (mGBA parts from GBX on this ROM with or without the skip, at step 1: the timer's phase
 // after the boot ROM, which is [Q]'s ground, not the loops'.)
@@ -304,7 +319,9 @@ std::vector<uint8_t> wait_loops_rom() {
   a.op("LD SP,d16", 0xFFFE).op("LD DE,d16", 0xC100);
   a.op("XOR A").op("LDH (a8),A", io::kTMA).op("LDH (a8),A", io::kIF);
   a.op("LD A,d8", 0x05).op("LDH (a8),A", io::kTAC);  // timer on, 16 T a tick
-  a.op("LD A,d8", 0x05).op("LDH (a8),A", io::kIE);   // VBlank and timer
+  a.op("LD A,d8", 0x30).op("LDH (a8),A", 0x45);      // LYC 48
+  a.op("LD A,d8", 0x40).op("LDH (a8),A", 0x41);      // its STAT interrupt
+  a.op("LD A,d8", 0x07).op("LDH (a8),A", io::kIE);   // VBlank, STAT and timer
   a.op("EI");
   a.label("main");
   // LD A,(a16) / CP d8 / JR NZ
@@ -327,6 +344,29 @@ std::vector<uint8_t> wait_loops_rom() {
   a.op("XOR A").op("LDH (a8),A", 0x91);
   a.label("w5").op("LDH A,(a8)", 0x91).op("BIT 0,A").op("JR Z,r8", "w5");
   a.op("CALL a16", "record");
+  // Polls of the PPU (computed, not run: wait_loop_skip's STAT/LY kind), the fine scroll moved
+  // each round so the end of mode 3 moves, and the LYC interrupt's handler landing in them.
+  a.op("LDH A,(a8)", io::kDIV).op("AND d8", 7).op("LDH (a8),A", 0x43);
+  // LDH A,(a8) / CP d8 / JR C: LY >= 144
+  a.label("w6").op("LDH A,(a8)", 0x44).op("CP d8", 0x90).op("JR C,r8", "w6");
+  a.op("CALL a16", "record");
+  // LD A,(a16) / CP d8 / JR NZ: LY = 16
+  a.label("w7").op("LD A,(a16)", 0xFF44).op("CP d8", 0x10).op("JR NZ,r8", "w7");
+  a.op("CALL a16", "record");
+  // LDH A,(a8) / AND d8 / JR NZ: mode 0 (HBlank)
+  a.label("w8").op("LDH A,(a8)", 0x41).op("AND d8", 0x03).op("JR NZ,r8", "w8");
+  a.op("CALL a16", "record");
+  // LDH A,(C) / BIT 1,A / JR Z: mode 2 or 3
+  a.op("LD C,d8", 0x41);
+  a.label("w9").op("LDH A,(C)").op("BIT 1,A").op("JR Z,r8", "w9");
+  a.op("CALL a16", "record");
+  // LD A,(HL) / AND A / JR NZ: LY = 0
+  a.op("LD HL,d16", 0xFF44);
+  a.label("w10").op("LD A,(HL)").op("AND A").op("JR NZ,r8", "w10");
+  a.op("CALL a16", "record");
+  // LDH A,(a8) / AND d8 / JR Z: STAT's LY=LYC flag
+  a.label("w11").op("LDH A,(a8)", 0x41).op("AND d8", 0x04).op("JR Z,r8", "w11");
+  a.op("CALL a16", "record");
   a.op("JP a16", "main");
   a.label("record");
   a.op("LDH A,(a8)", io::kDIV).op("LD (DE),A").op("INC E");
@@ -337,7 +377,10 @@ std::vector<uint8_t> wait_loops_rom() {
   a.op("POP AF").op("RETI");
   a.label("timer").op("PUSH AF").op("LD A,d8", 0x80).op("LD (a16),A", 0xC0AC);
   a.op("POP AF").op("RETI");
+  a.label("lyc").op("PUSH AF").op("LDH A,(a8)", 0x92).op("INC A").op("LDH (a8),A", 0x92);
+  a.op("POP AF").op("RETI");
   a.org(0x0040).op("JP a16", "vblank");
+  a.org(0x0048).op("JP a16", "lyc");
   a.org(0x0050).op("JP a16", "timer");
   return rom_of(a, "WAITLOOP");
 }
@@ -355,6 +398,12 @@ TEST_CASE("wait loops: whole steps, parts, single frames, the double and every i
   // The interpreter running every iteration: the same states, DIV/LY/TIMA records included.
   check_same(rom, want, run(rom, {"cpu", 1, 4, kStepFrames, true}),
              "wait_loops: iteration by iteration");
+  // Blocks that are whole loops, passed over after the block ran.
+  check_same(rom, want, run(rom, {"cpu", 1, 4, kStepFrames, false, true}),
+             "wait_loops: specialized");
+  if (CudaDriver::get().ok())
+    check_same(rom, want, run(rom, {"cuda", 0, 4, kStepFrames, false, true}),
+               "wait_loops: cuda specialized");
   // The records show the loops ran: every wait ended on its interrupt's flag.
   auto st = read_save_state(want.states.back()[0], rom, MemoryModel::Dmg, SaveStateKind::Kernel);
   REQUIRE(st.ok());

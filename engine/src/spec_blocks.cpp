@@ -315,6 +315,25 @@ class SpecEmitter {
           if (!ins) return ins.take_error();
           out += ins.value();
         }
+        // A block that jumps back to its own start with three instructions may be a wait
+        // loop (kernel/step.tmpl wait_loop_skip checks the shape from the code bytes): its
+        // iterations up to the next event are passed over as the interpreter's JR passes over
+        // them, before the chains look at the PC.
+        if (k.instrs.size() == 3 && k.instrs.back().op->family == "jr_cc" &&
+            std::find(k.next.begin(), k.next.end(), mi) != k.next.end()) {
+          std::snprintf(buf, sizeof buf,
+                        "#if GBX_WAIT_LOOPS_ON\n"
+                        "  if (cpu.pc == 0x%04X) {\n"
+                        "    m.cycles = bus.cycles;\n"
+                        "    const SpecWait w = spec_wait_loop(cpu, m, limit);\n"
+                        "    cpu = w.cpu;\n"
+                        "    n += w.retired;\n"
+                        "    bus.cycles = m.cycles;\n"
+                        "  }\n"
+                        "#endif\n",
+                        k.addr);
+          out += buf;
+        }
         // A chain runs the next block only when its last instruction, too, starts before the
         // next event or frame end: the rule the dispatch applies (room > worst).
         for (size_t t : k.next) {

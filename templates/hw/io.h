@@ -424,6 +424,8 @@ GBX_NOINLINE u8 io_read(Machine& b, u32 addr) {
     case 0xFF0F:
       events_catch_up(b, io_time(b));
       return (u8)(0xE0 | b.iflag);
+    // STAT and LY: functions of the clock and the PPU registers, with no side effect, which
+    // the wait-loop skip relies on (kernel/step.tmpl wait_loop_skip computes polls of them).
     case 0xFF41:
       return ppu_stat(b);
     case 0xFF44:

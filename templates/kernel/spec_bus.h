@@ -1,5 +1,6 @@
-// ROM-specialized blocks (design.md section 10). A block is the cartridge's own code from
-// (bank, address), emitted from the same family templates with its immediates as constants.
+// ROM-specialized blocks (docs/internals/specialization.md). A block is the cartridge's own
+// code from (bank, address), emitted from the same family templates with its immediates as
+// constants.
 // It runs only when no scheduled event, frame end or OAM DMA can fall inside it (the dispatch
 // loop checks, step.tmpl), so nothing but an access beyond ROM / WRAM / HRAM can observe the
 // clock: the block keeps the cycle counter, memory pointers and CPU registers in locals and

@@ -32,9 +32,13 @@
 // the LCD is switched on).
 #define GBX_IRQ_LINE_LEAD 2
 #define GBX_IRQ_HBLANK_LEAD 2
+// The mode-2 (OAM) source is a pulse of GBX_OAM_PULSE_DOTS dots from GBX_IRQ_OAM_LEAD dots
+// before the line (ppu_stat_line).
+#define GBX_IRQ_OAM_LEAD 3
 #define GBX_IRQ_HBLANK_LEAD_FIRST 0
 // A halted CPU sees a PPU request this many dots later than a running one (halt_wake_bound).
 #define GBX_HALT_IRQ_LATE 2
+#define GBX_OAM_PULSE_DOTS 4
 
 GBX_FN bool ppu_lcd_on(Machine& b) { return (*io_reg(b, 0xFF40) & 0x80) != 0; }
 
@@ -207,11 +211,21 @@ GBX_FN u8 ppu_stat(Machine& b) {
 // dispatch from running code (*_nops, *_incs) and from HALT (*_halt), against mooneye's
 // intervals between interrupts and STAT reads (intr_1_2_timing-GS, intr_2_*_timing,
 // hblank_ly_scx_timing-GS, verified on DMG), which fix the relative timing:
-// - the line-start sources (mode 2 from the line start for the OAM scan's 80 dots, lines
-//   0-143, and on a DMG the first M-cycle of line 144, mooneye vblank_stat_intr-GS; LY=LYC with
-//   LY as the comparison sees it, ppu_lyc_ly_at_pos; mode 1 from line 144 to the end of line
-//   153) lead STAT and LY by GBX_IRQ_LINE_LEAD dots. The first line after the LCD is switched
-//   on has no line-start pulse (GateBoy: RUTU_LINE_END is held low on it), so no mode 2 source;
+// - the line-start sources (LY=LYC with LY as the comparison sees it, ppu_lyc_ly_at_pos; mode 1
+//   from line 144 to the end of line 153) lead STAT and LY by GBX_IRQ_LINE_LEAD dots;
+// - the mode 2 source is not held through the OAM scan: it is GateBoy's line-end pulse,
+//   TAPA_INT_OAM = SELA_LINE_P908p and not VBlank (TOLU_VBLANKn), RUTU_LINE_END high for 8
+//   half-dots (LogicBoy.cpp). Here it is high for GBX_OAM_PULSE_DOTS dots from GBX_IRQ_OAM_LEAD
+//   dots before each line 1-143 and 144 (on a DMG line 144 raises it too, mooneye
+//   vblank_stat_intr-GS), one dot before the line-start sources, and at line 0 only once the VBlank
+//   source has fallen (GBX_IRQ_LINE_LEAD dots before it). Measured on a DMG-CPU-08 by gbmicrotest:
+//   IF polled around the edge (oam_int_if_edge_b/c/d, lcdon_to_if_oam_b, line_144_oam_int_c), the
+//   dispatch from HALT (oam_int_halt_b), and enabling the source in mode 2 raising nothing
+//   (oam_int_nops_b, oam_int_halt_b: STAT written 20 dots into the OAM scan), against mooneye
+//   intr_1_2_timing-GS (VBlank to line 0's mode-2 interrupt) and intr_2_*_timing (verified on DMG)
+//   and Mealybug's m3_* screens (DMG; their writes are timed from the mode-2 interrupt woken from
+//   HALT), which a lead of 4 breaks. The first line after the LCD is switched on has no line-start
+//   pulse (GateBoy: RUTU_LINE_END is held low on it), so no mode 2 source;
 // - the mode 0 source (ppu_hblank_source) rises GBX_IRQ_HBLANK_LEAD dots before ppu_mode3_end,
 //   when STAT shows mode 0 (ppu_stat_mode), and holds to the line's end. On the first line
 //   after the LCD is switched on it rises at ppu_mode3_end itself (GBX_IRQ_HBLANK_LEAD_FIRST:
@@ -232,9 +246,10 @@ GBX_NOINLINE bool ppu_stat_line(Machine& b, i64 at, u8 stat) {
   const i64 src_line = src / GBX_LINE_DOTS;
   if ((stat & 0x10) && src_line >= 144) return true;
   if (stat & 0x20) {
-    const bool first = at - GBX_COLD(b, ppu_epoch) < GBX_LINE_DOTS - GBX_IRQ_LINE_LEAD;
-    const i64 src_dot = src % GBX_LINE_DOTS;
-    if ((src_line < 144 && src_dot < GBX_MODE2_DOTS && !first) || (src_line == 144 && src_dot < 4))
+    const i64 oam = (pos + GBX_IRQ_OAM_LEAD) % GBX_FRAME_CYCLES;  // the pulse's view
+    const bool first = at - GBX_COLD(b, ppu_epoch) < GBX_LINE_DOTS - GBX_IRQ_OAM_LEAD;
+    if (oam / GBX_LINE_DOTS <= 144 && oam % GBX_LINE_DOTS < GBX_OAM_PULSE_DOTS && !first &&
+        src_line < 144)  // not while the VBlank source is high
       return true;
   }
   if ((stat & 0x08) && ppu_hblank_source(b, at, pos / GBX_LINE_DOTS, pos % GBX_LINE_DOTS))
@@ -252,8 +267,9 @@ GBX_FN u8 ppu_irq_at(Machine& b, i64 at) {
 }
 
 // The next cycle after `after` at which the PPU raises an interrupt. The STAT line can only
-// rise where its sources change (ppu_stat_line): GBX_IRQ_LINE_LEAD dots before a line (mode 2,
-// mode 1 at line 144, a new LY; VBlank), at line 153's LY 0 and where mode 0's source rises.
+// rise where its sources change (ppu_stat_line): GBX_IRQ_OAM_LEAD dots before a line (the
+// mode-2 pulse), GBX_IRQ_LINE_LEAD dots before it (mode 1 at line 144, a new LY, line 0's
+// pulse; VBlank), at line 153's LY 0 and where mode 0's source rises.
 // Looks at most one frame ahead.
 GBX_NOINLINE void ppu_schedule(Machine& b, i64 after) {
   if (!ppu_lcd_on(b)) {
@@ -272,16 +288,17 @@ GBX_NOINLINE void ppu_schedule(Machine& b, i64 after) {
   for (i64 l = first_line; l <= first_line + 154; ++l) {
     const i64 line = l % 154;
     const i64 base = frame_start + l * GBX_LINE_DOTS;
-    // The sources' line starts (GBX_IRQ_LINE_LEAD before the next line), LY 0 on line 153 and
-    // mode 3's end, as ppu_stat_line sees them; in increasing order.
-    i64 dots[2] = {-1, GBX_LINE_DOTS - GBX_IRQ_LINE_LEAD};
+    // The sources' line starts (the mode-2 pulse GBX_IRQ_OAM_LEAD before the next line, the
+    // others and line 0's pulse GBX_IRQ_LINE_LEAD before it), LY 0 on line 153 and mode 3's
+    // end, as ppu_stat_line sees them; in increasing order.
+    i64 dots[3] = {-1, GBX_LINE_DOTS - GBX_IRQ_OAM_LEAD, GBX_LINE_DOTS - GBX_IRQ_LINE_LEAD};
     if (line == 153)
       dots[0] = GBX_LYC153_DOTS - GBX_IRQ_LINE_LEAD;  // LY 0 (153 ends on no LYC: no edge)
     else if (line < 144 && (stat & 0x08))
       dots[0] = ppu_mode3_end(b, line) - (base - GBX_COLD(b, ppu_epoch) < GBX_LINE_DOTS
                                               ? GBX_IRQ_HBLANK_LEAD_FIRST
                                               : GBX_IRQ_HBLANK_LEAD);
-    for (u32 k = 0; k < 2; ++k) {
+    for (u32 k = 0; k < 3; ++k) {
       if (dots[k] < 0) continue;
       const i64 at = base + dots[k];
       if (at > after && ppu_irq_at(b, at)) {

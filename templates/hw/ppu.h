@@ -366,7 +366,13 @@ GBX_FN void ppu_write_lcdc(Machine& b, u8 v) {
 
 // STAT write. DMG bug (Pan Docs "STAT modes" / gbdev "STAT write bug"): for one cycle the
 // write acts as if every source were enabled, so in mode 0 or 1, or with LY = LYC, the line
-// rises (if it was low) and requests a STAT interrupt. Mode 2 is not affected.
+// rises (if it was low) and requests a STAT interrupt. Mode 2 is not affected. The sources
+// enabled are the PPU's signals the STAT line ORs (ppu_stat_line), not STAT's mode bits: the
+// HBlank source, which is low on the first line after the LCD is switched on until that line's
+// mode 3 ends although STAT reads mode 0 there (it has no OAM scan; GateBoy, aappleby/metroboy:
+// TARU_INT_HBL is WODU_HBLANKp, set only when the pixel counter reaches 167), and the VBlank
+// source. gbmicrotest lyc1_int_halt_a/b and lyc1_int_nops_a (DMG-CPU-08) write STAT on that
+// line and take no interrupt until LY=LYC rises on line 1.
 GBX_FN void ppu_write_stat(Machine& b, u8 v) {
   const i64 at = io_time(b);
   ppu_service(b, at);
@@ -374,8 +380,8 @@ GBX_FN void ppu_write_stat(Machine& b, u8 v) {
   const bool was = ppu_stat_line(b, at, old);
   *io_reg(b, 0xFF41) = (u8)(0x80 | (v & 0x78) | (old & 0x04));  // bit 2: ppu_lyc_flag
   if (!was && ppu_lcd_on(b)) {
-    const u8 mode = ppu_stat_mode(b, at);
-    if (mode <= 1 || ppu_lyc_match(b, at) || ppu_stat_line(b, at, *io_reg(b, 0xFF41)))
+    if (ppu_stat_line(b, at, 0x18) || ppu_lyc_match(b, at) ||
+        ppu_stat_line(b, at, *io_reg(b, 0xFF41)))
       irq_request(b, 0x02);
   }
   ppu_schedule(b, at);

@@ -132,7 +132,8 @@ GBX_FN u8 ppu_ly_at_pos(i64 pos) {
 // (mooneye lcdon_timing-GS, verified on DMG): LY already reads the next line, STAT still
 // reads the old mode and its LY=LYC bit reads 0, and OAM is already the PPU's when the next
 // line is visible (its OAM scan starts here, 4 dots before STAT shows mode 2). The STAT
-// interrupt line keeps comparing with the line in progress.
+// interrupt line's LY=LYC source is low in these dots too, as the sources see them
+// (ppu_stat_line).
 // (GBX_LINE_TURN_DOTS: defined at the top, with the other line constants.)
 GBX_FN bool ppu_line_turning(i64 pos) {
   return pos % GBX_LINE_DOTS >= GBX_LINE_DOTS - GBX_LINE_TURN_DOTS && pos / GBX_LINE_DOTS < 153;
@@ -241,7 +242,13 @@ GBX_NOINLINE bool ppu_stat_line(Machine& b, i64 at, u8 stat) {
   if (!(stat & 0x78)) return false;
   const i64 pos = ppu_pos(b, at);
   const i64 src = (pos + GBX_IRQ_LINE_LEAD) % GBX_FRAME_CYCLES;  // the line-start sources' view
-  if ((stat & 0x40) && ppu_lyc_ly_at_pos(src) == *io_reg(b, 0xFF45)) return true;
+  // LY=LYC is the signal STAT's bit 2 shows (ppu_lyc_flag; GateBoy: both read
+  // ROPO_LY_MATCH_SYNCp), so it is low while the line turns, GBX_IRQ_LINE_LEAD dots ahead:
+  // gbmicrotest lyc1_write_timing_d (DMG-CPU-08) writes LYC 1 three dots before line 2, where
+  // the comparison still sees line 1, and takes no interrupt (lyc1_write_timing_b, LYC 1
+  // written at the same dot of line 0, takes one when line 1 starts).
+  if ((stat & 0x40) && ppu_lyc_ly_at_pos(src) == *io_reg(b, 0xFF45) && !ppu_line_turning(src))
+    return true;
   if (!(stat & 0x38)) return false;
   const i64 src_line = src / GBX_LINE_DOTS;
   if ((stat & 0x10) && src_line >= 144) return true;

@@ -22,18 +22,23 @@
 // (line_153_ly_*). As at every other line change, where STAT's LY=LYC bit reads 0 while LY
 // turns (ppu_line_turning).
 #define GBX_LYC153_DOTS 8
-// No line's mode 3 ends later than this (80 + 172 + 7 + 6 + 10 objects x 11 + 1 < 384), so
+// No line's mode 3 ends later than this (80 + 172 + 7 + 6 + 10 objects x 11 < 384), so
 // later dots are mode 0 without looking at OAM.
 #define GBX_MODE3_MAX_END 384
 // The interrupt sources lead what STAT's mode bits and LY show (ppu_stat_line): the line-start
-// sources (mode 2, LY=LYC, VBlank) by GBX_IRQ_LINE_LEAD dots, the end of mode 3 (mode 0) by
-// GBX_IRQ_HBLANK_LEAD dots (GBX_IRQ_HBLANK_LEAD_FIRST on the first line after the LCD is
-// switched on).
+// sources (mode 2, LY=LYC, VBlank) by GBX_IRQ_LINE_LEAD dots. The end of mode 3 (mode 0's
+// source, and STAT's mode 0 with it: ppu_stat_mode) comes GBX_IRQ_HBLANK_LEAD dots before
+// ppu_mode3_end, where VRAM is given back (GBX_IRQ_HBLANK_LEAD_FIRST on the first line after
+// the LCD is switched on).
 #define GBX_IRQ_LINE_LEAD 2
 #define GBX_IRQ_HBLANK_LEAD 2
-#define GBX_IRQ_HBLANK_LEAD_FIRST 1
+// The mode-2 (OAM) source is a pulse of GBX_OAM_PULSE_DOTS dots from GBX_IRQ_OAM_LEAD dots
+// before the line (ppu_stat_line).
+#define GBX_IRQ_OAM_LEAD 3
+#define GBX_IRQ_HBLANK_LEAD_FIRST 0
 // A halted CPU sees a PPU request this many dots later than a running one (halt_wake_bound).
 #define GBX_HALT_IRQ_LATE 2
+#define GBX_OAM_PULSE_DOTS 4
 
 GBX_FN bool ppu_lcd_on(Machine& b) { return (*io_reg(b, 0xFF40) & 0x80) != 0; }
 
@@ -45,7 +50,7 @@ GBX_FN i64 ppu_pos(Machine& b, i64 at) {
 
 // The first line after the LCD is switched on has no OAM scan: it starts in mode 0 instead
 // of mode 2 (Pan Docs "LCD Status Registers": "mode 0 ... also when the LCD is turned on",
-// gbdev wiki). ppu_epoch is the switch-on cycle then.
+// gbdev wiki). ppu_epoch is then the first dot of the switch-on write's M-cycle (ppu_write_lcdc).
 GBX_FN bool ppu_first_line(Machine& b, i64 at) {
   return at - GBX_COLD(b, ppu_epoch) < GBX_LINE_DOTS;
 }
@@ -60,13 +65,11 @@ GBX_FN bool ppu_first_line(Machine& b, i64 at) {
 // intr_2_mode0_timing_sprites: ten at X 0 cost as much as ten at X 1). Objects at X >= 168
 // are not fetched. Register values are the ones in force now: the renderer (lcd.h) calls this
 // while catching up line by line.
-// At this model's read points (STAT read 1 dot into the CPU's M-cycle; mode 3's 172-dot
-// base where lcdon_timing-GS and hblank_ly_scx_timing-GS put it), mooneye
-// intr_2_mode0_timing_sprites (verified on DMG) measures each of its 88 object layouts as
-// floor(penalty / 4) M-cycles of extra mode 3: a line with objects (any the OAM scan selects,
-// even at X >= 168, which it measures as costing nothing else) ends one dot later than the sum
-// of Pan Docs' penalties.
-#define GBX_OBJ_EXTRA_DOTS 1
+// This is where the PPU gives VRAM back to the CPU; STAT's mode bits and the HBlank interrupt
+// source change GBX_IRQ_HBLANK_LEAD dots earlier (ppu_stat_mode). With that, Pan Docs' sum is
+// what hardware measures, with no correction: mooneye intr_2_mode0_timing_sprites (88 object
+// layouts, verified on DMG) and gbmicrotest sprite_*/sprite4_* (1 and 4 objects at X 8-15,
+// DMG-CPU-08).
 GBX_NOINLINE i64 ppu_mode3_end(Machine& b, i64 line) {
   const u8 lcdc = *io_reg(b, 0xFF40);
   const i64 scx7 = *io_reg(b, 0xFF43) & 7;
@@ -98,7 +101,7 @@ GBX_NOINLINE i64 ppu_mode3_end(Machine& b, i64 line) {
       }
     }
     for (u32 k = 0; k < tiles; ++k) objects += extra[k];
-    if (found) dots += objects + GBX_OBJ_EXTRA_DOTS;
+    dots += objects;
   }
   return dots;
 }
@@ -129,7 +132,8 @@ GBX_FN u8 ppu_ly_at_pos(i64 pos) {
 // (mooneye lcdon_timing-GS, verified on DMG): LY already reads the next line, STAT still
 // reads the old mode and its LY=LYC bit reads 0, and OAM is already the PPU's when the next
 // line is visible (its OAM scan starts here, 4 dots before STAT shows mode 2). The STAT
-// interrupt line keeps comparing with the line in progress.
+// interrupt line's LY=LYC source is low in these dots too, as the sources see them
+// (ppu_stat_line).
 // (GBX_LINE_TURN_DOTS: defined at the top, with the other line constants.)
 GBX_FN bool ppu_line_turning(i64 pos) {
   return pos % GBX_LINE_DOTS >= GBX_LINE_DOTS - GBX_LINE_TURN_DOTS && pos / GBX_LINE_DOTS < 153;
@@ -161,10 +165,37 @@ GBX_FN bool ppu_lyc_flag(Machine& b, i64 at) {
   return ppu_lyc_match(b, at) && !ppu_line_turning(ppu_pos(b, at));
 }
 
+// The mode-0 (HBlank) source of the STAT line after line `line`'s mode 3, at dot `dot`: it rises
+// GBX_IRQ_HBLANK_LEAD dots before ppu_mode3_end (GBX_IRQ_HBLANK_LEAD_FIRST on the first line
+// after the LCD is switched on) and holds to the line's end (ppu_stat_line says why).
+GBX_FN bool ppu_hblank_source(Machine& b, i64 at, i64 line, i64 dot) {
+  const i64 lead = ppu_first_line(b, at) ? GBX_IRQ_HBLANK_LEAD_FIRST : GBX_IRQ_HBLANK_LEAD;
+  return line < 144 && dot >= GBX_MODE2_DOTS + GBX_MODE3_MIN_DOTS - lead &&
+         (dot >= GBX_MODE3_MAX_END || dot >= ppu_mode3_end(b, line) - lead);
+}
+
+// The mode STAT's bits 0-1 show at cycle `at`. Mode 3 ends there when the mode-0 source rises
+// (ppu_hblank_source), before ppu_mode3_end, where the PPU gives VRAM back to the CPU
+// (ppu_vram_locked): STAT's mode 3 is the PPU's rendering latch, which the same signal that
+// raises the HBlank interrupt clears (GateBoy, aappleby/metroboy: XYMU_RENDERINGn is reset by
+// VOGA_HBLANKp, the latch of WODU_HBLANKp, and TARU_INT_HBL is WODU; STAT reads XYMU).
+// Measured on a DMG-CPU-08 by gbmicrotest's ppu_sprite0_scx*, sprite*_* and win*_* (STAT read
+// at single M-cycles around mode 3's end on line 1 with SCX 1-7, 1 and 4 objects, and the
+// window at WX 0-14), against vram_read_l1_c/d (VRAM released at ppu_mode3_end on the same
+// line) and mooneye intr_2_mode0_timing(_sprites) (STAT polled after the mode-2 interrupt,
+// 88 object layouts; verified on DMG): with Pan Docs' penalties (ppu_mode3_end) STAT shows
+// mode 0 GBX_IRQ_HBLANK_LEAD dots before VRAM is released.
+GBX_FN u8 ppu_stat_mode(Machine& b, i64 at) {
+  const u8 mode = ppu_mode(b, at);
+  if (mode != 3) return mode;
+  const i64 pos = ppu_pos(b, at);
+  return ppu_hblank_source(b, at, pos / GBX_LINE_DOTS, pos % GBX_LINE_DOTS) ? 0 : 3;
+}
+
 GBX_FN u8 ppu_stat(Machine& b) {
   const i64 at = io_time(b);
   const u8 stat = *io_reg(b, 0xFF41);
-  return (u8)(0x80 | (stat & 0x78) | (ppu_lyc_flag(b, at) ? 4 : 0) | ppu_mode(b, at));
+  return (u8)(0x80 | (stat & 0x78) | (ppu_lyc_flag(b, at) ? 4 : 0) | ppu_stat_mode(b, at));
 }
 
 // The STAT interrupt line (Pan Docs "STAT interrupt"): the OR of the enabled sources. Only
@@ -181,17 +212,29 @@ GBX_FN u8 ppu_stat(Machine& b) {
 // dispatch from running code (*_nops, *_incs) and from HALT (*_halt), against mooneye's
 // intervals between interrupts and STAT reads (intr_1_2_timing-GS, intr_2_*_timing,
 // hblank_ly_scx_timing-GS, verified on DMG), which fix the relative timing:
-// - the line-start sources (mode 2 from the line start for the OAM scan's 80 dots, lines
-//   0-143, and on a DMG the first M-cycle of line 144, mooneye vblank_stat_intr-GS; LY=LYC with
-//   LY as the comparison sees it, ppu_lyc_ly_at_pos; mode 1 from line 144 to the end of line
-//   153) lead STAT and LY by GBX_IRQ_LINE_LEAD dots. The first line after the LCD is switched
-//   on has no line-start pulse (GateBoy: RUTU_LINE_END is held low on it), so no mode 2 source;
-// - the mode 0 source rises GBX_IRQ_HBLANK_LEAD dots before STAT shows mode 0 at
-//   ppu_mode3_end and holds to the line's end. On the first line after the LCD is switched on
-//   it leads by GBX_IRQ_HBLANK_LEAD_FIRST (gbmicrotest int_hblank_incs_scx*, hblank_int_l0 and
-//   int_hblank_halt_scx*, timed from the switch-on; that line is not a normal one in GateBoy
-//   either, LogicBoy.cpp: "lcd phase is off by 8" half-dots coming out of reset). The mode 0
-//   STAT shows on that first line before its mode 3 (it has no OAM scan) does not raise it.
+// - the line-start sources (LY=LYC with LY as the comparison sees it, ppu_lyc_ly_at_pos; mode 1
+//   from line 144 to the end of line 153) lead STAT and LY by GBX_IRQ_LINE_LEAD dots;
+// - the mode 2 source is not held through the OAM scan: it is GateBoy's line-end pulse,
+//   TAPA_INT_OAM = SELA_LINE_P908p and not VBlank (TOLU_VBLANKn), RUTU_LINE_END high for 8
+//   half-dots (LogicBoy.cpp). Here it is high for GBX_OAM_PULSE_DOTS dots from GBX_IRQ_OAM_LEAD
+//   dots before each line 1-143 and 144 (on a DMG line 144 raises it too, mooneye
+//   vblank_stat_intr-GS), one dot before the line-start sources, and at line 0 only once the VBlank
+//   source has fallen (GBX_IRQ_LINE_LEAD dots before it). Measured on a DMG-CPU-08 by gbmicrotest:
+//   IF polled around the edge (oam_int_if_edge_b/c/d, lcdon_to_if_oam_b, line_144_oam_int_c), the
+//   dispatch from HALT (oam_int_halt_b), and enabling the source in mode 2 raising nothing
+//   (oam_int_nops_b, oam_int_halt_b: STAT written 20 dots into the OAM scan), against mooneye
+//   intr_1_2_timing-GS (VBlank to line 0's mode-2 interrupt) and intr_2_*_timing (verified on DMG)
+//   and Mealybug's m3_* screens (DMG; their writes are timed from the mode-2 interrupt woken from
+//   HALT), which a lead of 4 breaks. The first line after the LCD is switched on has no line-start
+//   pulse (GateBoy: RUTU_LINE_END is held low on it), so no mode 2 source;
+// - the mode 0 source (ppu_hblank_source) rises GBX_IRQ_HBLANK_LEAD dots before ppu_mode3_end,
+//   when STAT shows mode 0 (ppu_stat_mode), and holds to the line's end. On the first line
+//   after the LCD is switched on it rises at ppu_mode3_end itself (GBX_IRQ_HBLANK_LEAD_FIRST:
+//   gbmicrotest int_hblank_incs_scx*, hblank_int_l0, int_hblank_halt_scx* and lcdon_to_stat0_*,
+//   timed from the switch-on): that line's pipeline starts from the switch-on, not from a line
+//   start, and GateBoy counts the lines after it from a phase 8 half-dots ahead (LogicBoy.cpp:
+//   "lcd phase is off by 8" coming out of reset). The mode 0 STAT shows on that first line
+//   before its mode 3 (it has no OAM scan) does not raise it.
 // Out of line, as ppu_schedule and halt_wake_bound: they run at PPU events and register
 // writes, and inlined they cost the pixel-FIFO CUDA kernel spills (docs/machine/ppu-fifo.md).
 GBX_NOINLINE bool ppu_stat_line(Machine& b, i64 at, u8 stat) {
@@ -199,23 +242,25 @@ GBX_NOINLINE bool ppu_stat_line(Machine& b, i64 at, u8 stat) {
   if (!(stat & 0x78)) return false;
   const i64 pos = ppu_pos(b, at);
   const i64 src = (pos + GBX_IRQ_LINE_LEAD) % GBX_FRAME_CYCLES;  // the line-start sources' view
-  if ((stat & 0x40) && ppu_lyc_ly_at_pos(src) == *io_reg(b, 0xFF45)) return true;
+  // LY=LYC is the signal STAT's bit 2 shows (ppu_lyc_flag; GateBoy: both read
+  // ROPO_LY_MATCH_SYNCp), so it is low while the line turns, GBX_IRQ_LINE_LEAD dots ahead:
+  // gbmicrotest lyc1_write_timing_d (DMG-CPU-08) writes LYC 1 three dots before line 2, where
+  // the comparison still sees line 1, and takes no interrupt (lyc1_write_timing_b, LYC 1
+  // written at the same dot of line 0, takes one when line 1 starts).
+  if ((stat & 0x40) && ppu_lyc_ly_at_pos(src) == *io_reg(b, 0xFF45) && !ppu_line_turning(src))
+    return true;
   if (!(stat & 0x38)) return false;
   const i64 src_line = src / GBX_LINE_DOTS;
   if ((stat & 0x10) && src_line >= 144) return true;
   if (stat & 0x20) {
-    const bool first = at - GBX_COLD(b, ppu_epoch) < GBX_LINE_DOTS - GBX_IRQ_LINE_LEAD;
-    const i64 src_dot = src % GBX_LINE_DOTS;
-    if ((src_line < 144 && src_dot < GBX_MODE2_DOTS && !first) || (src_line == 144 && src_dot < 4))
+    const i64 oam = (pos + GBX_IRQ_OAM_LEAD) % GBX_FRAME_CYCLES;  // the pulse's view
+    const bool first = at - GBX_COLD(b, ppu_epoch) < GBX_LINE_DOTS - GBX_IRQ_OAM_LEAD;
+    if (oam / GBX_LINE_DOTS <= 144 && oam % GBX_LINE_DOTS < GBX_OAM_PULSE_DOTS && !first &&
+        src_line < 144)  // not while the VBlank source is high
       return true;
   }
-  if (stat & 0x08) {
-    const i64 line = pos / GBX_LINE_DOTS, dot = pos % GBX_LINE_DOTS;
-    const i64 lead = ppu_first_line(b, at) ? GBX_IRQ_HBLANK_LEAD_FIRST : GBX_IRQ_HBLANK_LEAD;
-    if (line < 144 && dot >= GBX_MODE2_DOTS + GBX_MODE3_MIN_DOTS - lead &&
-        (dot >= GBX_MODE3_MAX_END || dot >= ppu_mode3_end(b, line) - lead))
-      return true;
-  }
+  if ((stat & 0x08) && ppu_hblank_source(b, at, pos / GBX_LINE_DOTS, pos % GBX_LINE_DOTS))
+    return true;
   return false;
 }
 
@@ -229,8 +274,9 @@ GBX_FN u8 ppu_irq_at(Machine& b, i64 at) {
 }
 
 // The next cycle after `after` at which the PPU raises an interrupt. The STAT line can only
-// rise where its sources change (ppu_stat_line): GBX_IRQ_LINE_LEAD dots before a line (mode 2,
-// mode 1 at line 144, a new LY; VBlank), at line 153's LY 0 and where mode 0's source rises.
+// rise where its sources change (ppu_stat_line): GBX_IRQ_OAM_LEAD dots before a line (the
+// mode-2 pulse), GBX_IRQ_LINE_LEAD dots before it (mode 1 at line 144, a new LY, line 0's
+// pulse; VBlank), at line 153's LY 0 and where mode 0's source rises.
 // Looks at most one frame ahead.
 GBX_NOINLINE void ppu_schedule(Machine& b, i64 after) {
   if (!ppu_lcd_on(b)) {
@@ -249,16 +295,17 @@ GBX_NOINLINE void ppu_schedule(Machine& b, i64 after) {
   for (i64 l = first_line; l <= first_line + 154; ++l) {
     const i64 line = l % 154;
     const i64 base = frame_start + l * GBX_LINE_DOTS;
-    // The sources' line starts (GBX_IRQ_LINE_LEAD before the next line), LY 0 on line 153 and
-    // mode 3's end, as ppu_stat_line sees them; in increasing order.
-    i64 dots[2] = {-1, GBX_LINE_DOTS - GBX_IRQ_LINE_LEAD};
+    // The sources' line starts (the mode-2 pulse GBX_IRQ_OAM_LEAD before the next line, the
+    // others and line 0's pulse GBX_IRQ_LINE_LEAD before it), LY 0 on line 153 and mode 3's
+    // end, as ppu_stat_line sees them; in increasing order.
+    i64 dots[3] = {-1, GBX_LINE_DOTS - GBX_IRQ_OAM_LEAD, GBX_LINE_DOTS - GBX_IRQ_LINE_LEAD};
     if (line == 153)
       dots[0] = GBX_LYC153_DOTS - GBX_IRQ_LINE_LEAD;  // LY 0 (153 ends on no LYC: no edge)
     else if (line < 144 && (stat & 0x08))
       dots[0] = ppu_mode3_end(b, line) - (base - GBX_COLD(b, ppu_epoch) < GBX_LINE_DOTS
                                               ? GBX_IRQ_HBLANK_LEAD_FIRST
                                               : GBX_IRQ_HBLANK_LEAD);
-    for (u32 k = 0; k < 2; ++k) {
+    for (u32 k = 0; k < 3; ++k) {
       if (dots[k] < 0) continue;
       const i64 at = base + dots[k];
       if (at > after && ppu_irq_at(b, at)) {
@@ -309,7 +356,16 @@ GBX_FN void ppu_write_lcdc(Machine& b, u8 v) {
   if (!was_on && (v & 0x80)) {
     // Switching the LCD on starts a frame at line 0 (its first line without an OAM scan) and
     // the comparison again: LY 0 = LYC raises the STAT line if the frozen bit held it low.
-    GBX_COLD(b, ppu_epoch) = at;
+    // The frame starts at the first dot of the write's M-cycle (io_time is its second), so
+    // that the PPU's dots fall on the CPU's M-cycles as they do after the boot ROM: it too
+    // switches the LCD on with an LDH write to LCDC (Pan Docs "Power Up Sequence"; gbdev's
+    // DMG boot ROM disassembly), and the hand-over state's frame, measured by gbmicrotest
+    // poweron_* (DMG-CPU-08, runtime/src/states/env_state.cpp kPpuDotsAtReset), starts on an
+    // M-cycle's first dot. With the switch-on at io_time the frames after an LCDC write ran a
+    // dot behind the post-boot one, and no one mode-3 end fit both gbmicrotest's STAT reads
+    // after a switch-on (ppu_sprite0_scx*, sprite*, win*) and mooneye intr_2_mode0_timing after
+    // boot (ppu_stat_mode).
+    GBX_COLD(b, ppu_epoch) = at - 1;
     if (!line_was && ppu_stat_line(b, at, *stat)) irq_request(b, 0x02);
   }
   ppu_schedule(b, at);
@@ -317,7 +373,13 @@ GBX_FN void ppu_write_lcdc(Machine& b, u8 v) {
 
 // STAT write. DMG bug (Pan Docs "STAT modes" / gbdev "STAT write bug"): for one cycle the
 // write acts as if every source were enabled, so in mode 0 or 1, or with LY = LYC, the line
-// rises (if it was low) and requests a STAT interrupt. Mode 2 is not affected.
+// rises (if it was low) and requests a STAT interrupt. Mode 2 is not affected. The sources
+// enabled are the PPU's signals the STAT line ORs (ppu_stat_line), not STAT's mode bits: the
+// HBlank source, which is low on the first line after the LCD is switched on until that line's
+// mode 3 ends although STAT reads mode 0 there (it has no OAM scan; GateBoy, aappleby/metroboy:
+// TARU_INT_HBL is WODU_HBLANKp, set only when the pixel counter reaches 167), and the VBlank
+// source. gbmicrotest lyc1_int_halt_a/b and lyc1_int_nops_a (DMG-CPU-08) write STAT on that
+// line and take no interrupt until LY=LYC rises on line 1.
 GBX_FN void ppu_write_stat(Machine& b, u8 v) {
   const i64 at = io_time(b);
   ppu_service(b, at);
@@ -325,8 +387,8 @@ GBX_FN void ppu_write_stat(Machine& b, u8 v) {
   const bool was = ppu_stat_line(b, at, old);
   *io_reg(b, 0xFF41) = (u8)(0x80 | (v & 0x78) | (old & 0x04));  // bit 2: ppu_lyc_flag
   if (!was && ppu_lcd_on(b)) {
-    const u8 mode = ppu_mode(b, at);
-    if (mode <= 1 || ppu_lyc_match(b, at) || ppu_stat_line(b, at, *io_reg(b, 0xFF41)))
+    if (ppu_stat_line(b, at, 0x18) || ppu_lyc_match(b, at) ||
+        ppu_stat_line(b, at, *io_reg(b, 0xFF41)))
       irq_request(b, 0x02);
   }
   ppu_schedule(b, at);

@@ -35,13 +35,15 @@
 //     wait's last dots; its pixels go into the object FIFO where it holds transparent ones
 //     (earlier objects win).
 // A register write is seen from line dot (write's io_time - mode-3 start + GBX_FIFO_WRITE_DOT)
-// on: the renderer is caught up to that dot before every write to FF40-FF4B, VRAM and OAM.
+// on, i.e. from the first dot of the write's M-cycle (io_time is its second), the dot at which
+// an LCDC write switches the LCD on (hw/ppu.h ppu_write_lcdc; Mealybug's m3_* screens, DMG): the
+// renderer is caught up to that dot before every write to FF40-FF4B, VRAM and OAM.
 //
 // Per-env state (GbxState::lcd_fifo, GBX_LCD_FIFO_BYTES): LcdFifo below, all bytes, so that a
 // step ending inside mode 3 (steps end on the CPU's frame grid, not the PPU's) goes on
 // exactly in the next one.
 #if GBX_RENDER
-#define GBX_FIFO_WRITE_DOT 0
+#define GBX_FIFO_WRITE_DOT (-1)
 // Dots from mode 3's start (where SCX % 8, the object size for the OAM scan's result and
 // WY = LY are latched) to the first fetch, then the first fetch's 6 (Mealybug m3_bgp_change
 // puts the first pixel 13 + 12 dots after mode 3's start as hw/ppu.h times it, with

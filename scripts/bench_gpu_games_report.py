@@ -5,7 +5,9 @@ Usage: bench_gpu_games_report.py DIR ROM...
 
 Per game NAME (the ROM's file stem): NAME.report.json (gbx-synth profile --report),
 NAME_interp.json, NAME_none.json, NAME_spec.json, NAME_cpu.json (gbx-run bench sweeps) and
-NAME.meter.txt (gbx-run divergence). A column whose file is missing prints "-".
+NAME.meter.txt (gbx-run divergence). A column whose file is missing prints "-". The meter's
+prediction of random / none counts both the lanes lost to divergence and the work itself: a
+game left without input (none) often runs other code (an idle loop, more HALT) than with it.
 """
 
 import json
@@ -25,17 +27,29 @@ def best(path):
 
 
 def meter(path):
-    """{policy: efficiency} from the last traced step of each policy (schedule simt)."""
+    """{policy: (efficiency, lanes, dispatches per lane)} from each policy's last traced step
+    (schedule simt)."""
     out = {}
     try:
         with open(path) as f:
             for line in f:
                 p = line.split()
-                if len(p) >= 5 and p[0] in ("random", "none") and p[2] == "simt":
-                    out[p[0]] = float(p[4].rstrip("%")) / 100
-    except OSError:
+                if len(p) >= 7 and p[0] in ("random", "none") and p[2] == "simt":
+                    out[p[0]] = (float(p[4].rstrip("%")) / 100, float(p[3]), float(p[6]))
+    except (OSError, ValueError):
         pass
     return out
+
+
+def predicted(m):
+    """The meter's random / none rate, were the kernel issue-bound: a warp issues about
+    dispatches per lane / lanes (ptx-weighted) of each policy's work."""
+    if "random" not in m or "none" not in m:
+        return None
+    (_, lr, dr), (_, ln, dn) = m["random"], m["none"]
+    if not (lr and ln and dr):
+        return None
+    return (dn / ln) / (dr / lr)
 
 
 def rate(b):
@@ -54,8 +68,9 @@ def main():
         f"{'cuda spec':>14s} {'cpu all cores':>14s} {'cuda/cpu':>8s}"
     )
     print(
-        "frames/s: best over env counts (M = 1e6, @envs); rnd/none: measured; pred: the "
-        "meter's efficiency ratio random / none"
+        "frames/s: best over env counts (M = 1e6, @envs); rnd/none: measured; meter eff: "
+        "active lanes / 32, random and none; pred: the meter's random / none rate (issued "
+        "instructions: dispatches per lane / lanes; the two policies also run different code)"
     )
     print(head)
     for rom in roms:
@@ -77,8 +92,9 @@ def main():
         m = meter(os.path.join(d, name + ".meter.txt"))
         eff = "-"
         if "random" in m and "none" in m:
-            eff = f"{100 * m['random']:.0f}%/{100 * m['none']:.0f}%"
-        pred = ratio(m.get("random"), m.get("none"))
+            eff = f"{100 * m['random'][0]:.0f}%/{100 * m['none'][0]:.0f}%"
+        p = predicted(m)
+        pred = "-" if p is None else f"{p:.2f}"
         top = max((b[0] for b in (rnd, spec) if b), default=None)
         print(
             f"{name:14s} {ipf:>11s} {halted:>6s} {rate(rnd):>14s} {rate(none):>14s} "

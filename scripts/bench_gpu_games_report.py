@@ -53,7 +53,10 @@ def predicted(m):
 
 
 def rate(b):
-    return "-" if b is None else f"{b[0] / 1e6:.3g}M@{b[1]}"
+    if b is None:
+        return "-"
+    v = f"{b[0] / 1e6:.3g}M" if b[0] >= 1e6 else f"{b[0] / 1e3:.3g}k"
+    return f"{v}@{b[1]}"
 
 
 def ratio(x, y):
@@ -68,7 +71,7 @@ def main():
         f"{'cuda spec':>14s} {'cpu all cores':>14s} {'cuda/cpu':>8s}"
     )
     print(
-        "frames/s: best over env counts (M = 1e6, @envs); rnd/none: measured; meter eff: "
+        "frames/s: best over env counts (k = 1e3, M = 1e6, @envs); rnd/none: measured; meter eff: "
         "active lanes / 32, random and none; pred: the meter's random / none rate (issued "
         "instructions: dispatches per lane / lanes; the two policies also run different code)"
     )

@@ -23,14 +23,15 @@ Rom rom_of(const Asm& a) {
   return rom.value();
 }
 
-GameProfileOptions opts(int plan_frames) {
+GameProfileOptions opts(bool plan) {
   GameProfileOptions o;
   o.frames = 48;
-  o.frames_per_step = 24;
-  o.release_after_frames = 8;
-  o.actions = "none";
-  o.plan_frames = plan_frames;
-  o.plan_envs = 1;
+  o.run.frames = 24;  // the plan's profile
+  o.run.frames_per_step = 24;
+  o.run.release_after_frames = 8;
+  o.run.actions = "none";
+  o.run.envs = 1;
+  o.plan = plan;
   return o;
 }
 
@@ -53,7 +54,7 @@ TEST_CASE("a frame of HALT: five instructions a frame, one MBC write, halted nea
   a.org(0x40);
   a.op("RETI");
   const Rom rom = rom_of(a);
-  auto g = profile_game(rom, opts(24));
+  auto g = profile_game(rom, opts(true));
   REQUIRE_MESSAGE(g.ok(), (g.ok() ? "" : g.error().message));
   const GameProfile& p = g.value();
   CHECK(p.frames == 48);
@@ -95,7 +96,7 @@ TEST_CASE("a busy loop in HRAM: 70224 / 12 instructions a frame, never halted") 
   a.op("LDH (a8),A", 0x81);
   a.op("JP a16", 0xFF80);
   const Rom rom = rom_of(a);
-  auto g = profile_game(rom, opts(0));
+  auto g = profile_game(rom, opts(false));
   REQUIRE_MESSAGE(g.ok(), (g.ok() ? "" : g.error().message));
   const GameProfile& p = g.value();
   CHECK_FALSE(p.planned);

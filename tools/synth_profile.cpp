@@ -28,16 +28,11 @@ struct ProfileOptions {
   bool no_plan = false;
 };
 
-int cmd_report(const ProfileOptions& o, const Rom& rom) {
+int cmd_report(const ProfileOptions& o, const Rom& rom, const ProfileRunOptions& ro) {
   GameProfileOptions go;
-  go.load_state = o.load_state;
+  go.run = ro;
   go.frames = o.frames;
-  go.frames_per_step = o.frames_per_step;
-  go.release_after_frames = o.release_after_frames;
-  go.actions = o.actions;
-  go.seed = o.seed;
-  go.plan_frames = o.no_plan ? 0 : o.frames;
-  go.plan_envs = o.envs;
+  go.plan = !o.no_plan;
   const auto t0 = Clock::now();
   auto g = profile_game(rom, go);
   if (!g) return fail(g.error());
@@ -60,8 +55,7 @@ int cmd_profile(const ProfileOptions& o) {
     if (auto st = check_whole_steps(o.frames, o.frames_per_step); !st) return fail(st.error());
   auto rom = load_rom(o.rom);
   if (!rom) return fail(rom.error());
-  if (o.report) return cmd_report(o, *rom);
-  if (o.no_plan) return fail(make_error(ErrorKind::Usage, "--no-plan needs --report"));
+  if (o.no_plan && !o.report) return fail(make_error(ErrorKind::Usage, "--no-plan needs --report"));
   ProfileRunOptions ro;
   ro.frames = o.frames;
   ro.actions = o.actions;
@@ -70,6 +64,7 @@ int cmd_profile(const ProfileOptions& o) {
   ro.frames_per_step = o.frames_per_step;
   ro.release_after_frames = o.release_after_frames;
   ro.load_state = o.load_state;
+  if (o.report) return cmd_report(o, *rom, ro);
   const auto t0 = Clock::now();
   auto prof = profile_rom(*rom, ro);
   if (!prof) return fail(prof.error());

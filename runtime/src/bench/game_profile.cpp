@@ -127,14 +127,15 @@ const char* vector_name(uint32_t pc) {
 
 }  // namespace
 
-Result<GameProfile> profile_game(const Rom& rom, const GameProfileOptions& o) {
-  if (o.frames < 1) return make_error(ErrorKind::Usage, "--frames must be at least 1");
+Result<GameProfile> profile_game(const Rom& rom, const GameProfileOptions& go) {
+  const ProfileRunOptions& o = go.run;
+  if (go.frames < 1) return make_error(ErrorKind::Usage, "--frames must be at least 1");
   if (o.frames_per_step < 1)
     return make_error(ErrorKind::Usage, "--frames-per-step must be at least 1");
-  auto policy = ActionPolicy::parse(o.actions, o.seed);
-  if (!policy) return policy.take_error();
   if (o.actions != "random" && o.actions != "none")
     return make_error(ErrorKind::Usage, "--actions must be random or none");
+  auto policy = ActionPolicy::parse(o.actions, o.seed);
+  if (!policy) return policy.take_error();
   std::vector<uint8_t> blob;
   if (!o.load_state.empty()) {
     auto b = read_save_state_file(o.load_state);
@@ -164,22 +165,14 @@ Result<GameProfile> profile_game(const Rom& rom, const GameProfileOptions& o) {
   };
 
   GameProfile g;
-  const int steps = (o.frames + o.frames_per_step - 1) / o.frames_per_step;
+  const int steps = (go.frames + o.frames_per_step - 1) / o.frames_per_step;
   g.frames = (int64_t)steps * o.frames_per_step;
 
   // The plan first, and where its blocks' instructions lie.
   std::vector<uint8_t> in_block(rom.bytes.size(), 0);
   std::shared_ptr<const SpecPlan> plan;
-  if (o.plan_frames > 0) {
-    ProfileRunOptions po;
-    po.frames = o.plan_frames;
-    po.actions = o.actions;
-    po.seed = o.seed;
-    po.envs = o.plan_envs;
-    po.frames_per_step = o.frames_per_step;
-    po.release_after_frames = o.release_after_frames;
-    po.load_state = o.load_state;
-    auto prof = profile_rom(rom, po);
+  if (go.plan) {
+    auto prof = profile_rom(rom, o);
     if (!prof) return prof.take_error();
     auto made = spec_plan_for(rom, prof.value());
     if (!made) return made.take_error();

@@ -12,20 +12,19 @@
 
 #include "gbx/engine/result.h"
 #include "gbx/runtime/rom.h"
+#include "gbx/runtime/specialize.h"
 
 namespace gbx {
 
 struct GameProfileOptions {
-  std::string load_state;          // "" = post-boot
-  int frames = 120;                // traced (rounded up to whole steps)
-  int frames_per_step = 24;        // one action per step
-  int release_after_frames = 8;    // buttons released after N frames of a step (-1: never)
-  std::string actions = "random";  // random | none (ActionPolicy, env 0's sequence)
-  uint64_t seed = 1;
-  // The specialized plan: profiled from the same state (profile_rom, plan_envs envs,
-  // plan_frames frames), then measured on the specialized cpu kernel over `frames`. 0: none.
-  int plan_frames = 120;
-  int plan_envs = 8;
+  // The state, step shape (frames_per_step, release_after_frames), actions (random or none:
+  // ActionPolicy, env 0's sequence) and seed of the trace; with `plan`, also the profile run
+  // the plan is made from (profile_rom: run.envs envs, run.frames frames, the same state).
+  ProfileRunOptions run;
+  int frames = 120;  // traced (rounded up to whole steps)
+  // The specialized plan, then its coverage measured on the specialized cpu kernel over the
+  // traced steps.
+  bool plan = true;
 };
 
 struct GameProfile {
@@ -44,7 +43,7 @@ struct GameProfile {
   uint64_t io_writes = 0;                    // writes to FF00-FF7F, FFFF
   uint64_t joypad_reads = 0;                 // reads of FF00
   uint64_t copy_ops = 0;                     // LD A,(HL+/-) and LD (HL+/-),A
-  // The plan (plan_frames > 0): its blocks, instructions traced at an address inside one
+  // The plan (GameProfileOptions::plan): its blocks, instructions traced at an address inside one
   // (ROM code in the bank the block belongs to), and why its blocks end, weighted by how often
   // the profile entered each block (engine spec_block_end's reasons).
   bool planned = false;

@@ -112,3 +112,23 @@ TEST_CASE("a busy loop in HRAM: 70224 / 12 instructions a frame, never halted") 
   CHECK(p.families.at("jr") == p.regions.at("hram"));
   CHECK(p.classes.at("jump") == p.instructions - 6);  // the two JPs, then the JRs
 }
+
+TEST_CASE("asleep with nothing to wake it: halted to the end of the trace") {
+  // IME off, IE 0, the LCD off: no interrupt can end the HALT (and with the LCD off the PPU
+  // schedules nothing), so the trace must end on its own.
+  Asm a;
+  a.op("DI");
+  a.op("XOR A");
+  a.op("LDH (a8),A", io::kIE);
+  a.op("LDH (a8),A", io::kLCDC);
+  a.op("HALT");
+  a.op("NOP");
+  const Rom rom = rom_of(a);
+  auto g = profile_game(rom, opts(false));
+  REQUIRE_MESSAGE(g.ok(), (g.ok() ? "" : g.error().message));
+  const GameProfile& p = g.value();
+  CHECK(p.halts == 1);
+  CHECK(p.instructions == 7);  // NOP, JP 0150, then DI, XOR, LDH, LDH, HALT
+  CHECK(p.cycles >= 47 * 70224u);
+  CHECK(p.halted_share() > 0.99);
+}

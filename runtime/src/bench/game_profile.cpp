@@ -206,7 +206,6 @@ Result<GameProfile> profile_game(const Rom& rom, const GameProfileOptions& go) {
   const GbxState& s = be.state().soa();
   const int64_t frame0 = s.cycle_count[0] - s.cycle_in_frame[0];
   const int64_t end = frame0 + g.frames * kFrameCycles;
-  const int64_t c0 = s.cycle_count[0];
   std::vector<int32_t> step_actions, action(1, 0);
   struct Frame {
     const char* vector;
@@ -254,6 +253,13 @@ Result<GameProfile> profile_game(const Rom& rom, const GameProfileOptions& go) {
       continue;
     }
     if (run != 0) {  // asleep (or woken without a dispatch: IME off)
+      if (d == 0 && s.run_state[0] != 0 && s.pc[0] == pc) {
+        // Nothing can wake it (no event ahead: the loop ends the call without moving the
+        // clock): asleep to the end of the trace.
+        g.halted_cycles += (uint64_t)(end - cycles);
+        g.cycles += (uint64_t)(end - cycles);
+        break;
+      }
       g.halted_cycles += d;
       continue;
     }
@@ -285,7 +291,6 @@ Result<GameProfile> profile_game(const Rom& rom, const GameProfileOptions& go) {
     }
     while (!handlers.empty() && s.sp[0] >= handlers.back().sp) handlers.pop_back();
   }
-  (void)c0;
 
   // The specialized kernel over the same steps.
   if (plan) {

@@ -15,7 +15,8 @@
 #           state; the tier-up, profile + compile, is reported apart, cold and cached)
 #   mgba    the mgba reference backend (libmgba, stepped one instruction at a time), one thread
 #   pyboy   PyBoy 2.8.1 headless, one process (scripts/bench_pyboy.py)
-# and the ratios per round (median, min-max over rounds). Writes the sweeps, summary.json and
+# and the ratios per round (median, min-max over rounds), each state's instructions per frame
+# and halted share beside them (gbx-synth profile --report). Writes the sweeps, summary.json and
 # games.png under artifacts/bench-games/<utc>/ (git-ignored).
 #
 # Mid-game states are made here, at run time, never stored: from power-on, a seeded input
@@ -39,6 +40,9 @@
 #   GBX_GAMES_COLUMNS   default "interp threads2 procs2 spec mgba pyboy" (threads2 and
 #                       procs2 with 2+ cores)
 #   GBX_GAMES_COLD      1 (default): time one tier-up on an empty kernel cache first
+#   GBX_GAMES_REPORT    frames of each state traced by `gbx-synth profile --report` for its
+#                       instructions per frame and halted share (default 48, rounded up to
+#                       whole steps; 0: none)
 #   GBX_BUILD_DIR       build directory             (default build/)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -56,6 +60,7 @@ default_columns="interp threads2 procs2 spec mgba pyboy"
 [ "$(nproc)" -ge 2 ] || default_columns="interp spec mgba pyboy"
 columns=${GBX_GAMES_COLUMNS:-$default_columns}
 cold=${GBX_GAMES_COLD:-1}
+report_frames=$(( (${GBX_GAMES_REPORT:-48} + fps - 1) / fps * fps ))
 gbx="$build/tools/gbx-run"
 [ -x "$gbx" ] || { echo "bench-games: build first (scripts/build.sh)" >&2; exit 2; }
 
@@ -84,6 +89,13 @@ for rom in $roms; do
   log "== $name: making mid-game states ($segments x $hold frames from power-on)"
   make_state cpu "$rom" "$out/$name.gbx.state"
   [[ " $columns " == *" mgba "* ]] && make_state mgba "$rom" "$out/$name.mgba.state"
+  if [ "$report_frames" -gt 0 ]; then
+    # What the state's code does: instructions per frame, halted share (beside the ratios).
+    "$build/tools/gbx-synth" profile --report --no-plan --rom "$rom" \
+      --load-state "$out/$name.gbx.state" --frames "$report_frames" --frames-per-step "$fps" \
+      --release-after-frames "$release" --seed "$seed" --out "$out/$name.report.json" \
+      > "$out/$name.report.txt" 2>>"$out/log.txt" || log "bench-games: profile --report failed on $name"
+  fi
   if [ "$cold" = 1 ] && [[ " $columns " == *" spec "* ]]; then
     # Tier-up on an empty cache: profile + a cold compile of the specialized kernel.
     GBX_CACHE_DIR="$out/cold-cache" "$gbx" bench --backend cpu --rom "$rom" "${common[@]}" \

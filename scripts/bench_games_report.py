@@ -5,7 +5,8 @@
     scripts/bench_games_report.py --sum-sweeps OUT.json A.json B.json   (bench-games' procs2)
 
 Reads <game>_<column>_r<round>.json (gbx-run bench / bench_pyboy.py sweeps, one env count
-each) and <game>_spec-cold.json. Rates are per core (frames/s over the threads or processes
+each), <game>_spec-cold.json and <game>.report.json (gbx-synth profile --report: the state's
+instructions per frame and halted share, printed above the game's ratios). Rates are per core (frames/s over the threads or processes
 used). A ratio is taken round by round (both arms of one round ran minutes apart at most) and
 summarised as the median over rounds with its min-max. The two-thread scaling (column
 threads2: the interpreter on two threads with twice the envs) is the ratio of total rates,
@@ -144,6 +145,17 @@ def main():
             rate = "frames_per_sec" if (num, den) in TOTAL_RATIOS else "frames_per_sec_per_core"
             vals = [n[rate] / d[rate] for n, d in zip(per_round[num], per_round[den]) if n and d]
             entry["ratios"][f"{num}/{den}"] = spread(vals)
+        # What the state's code does (gbx-synth profile --report, written by bench-games.sh).
+        try:
+            with open(os.path.join(a.folder, f"{g}.report.json")) as f:
+                rep = json.load(f)
+            entry["state"] = {
+                "instructions_per_frame": rep["instructions_per_frame"],
+                "halted_share": rep["halted_share"],
+                "frames": rep["frames"],
+            }
+        except (OSError, ValueError, KeyError):
+            entry["state"] = None
         summary["games"][g] = entry
 
     print(
@@ -152,6 +164,12 @@ def main():
     )
     for g, e in summary["games"].items():
         print(f"\n{g}")
+        st = e.get("state")
+        if st:
+            print(
+                f"  state: {st['instructions_per_frame']:.0f} instructions/frame, halted "
+                f"{100 * st['halted_share']:.1f}% of cycles ({st['frames']} frames traced)"
+            )
         print(f"  {'column':<8}{'frames/s/core':>30}{'env-steps/s/core':>30}")
         for c in a.columns:
             col = e["columns"][c]

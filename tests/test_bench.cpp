@@ -417,3 +417,30 @@ TEST_CASE("bench-stages: @tN variants and actions") {
   CHECK(bad.exit_code == 2);
   CHECK(bad.output.rfind("error: ", 0) == 0);
 }
+
+TEST_CASE("bench --seconds: the window ends at the first step past it on the clock") {
+  // A fake clock, 1 s a reading through the warm-up (a slow one), then 0.01 s a reading: a
+  // step count from the warm-up's rate stops after 3 steps, reading the clock only at syncs
+  // after 256 (sync every 64); the clock read at every step stops at 2 s, 200 steps.
+  for (const int64_t sync_every : {0, 64}) {
+    CAPTURE(sync_every);
+    BenchOptions o;
+    o.backend = "cpu";
+    o.envs = {1};
+    o.threads = 1;
+    o.stage = Stage::EmulateOnly;
+    o.warmup_steps = 1;
+    o.target_seconds = 2;
+    o.sync_every = sync_every;
+    double t = 0;
+    int readings = 0;
+    o.clock = [&] { return t += ++readings <= 3 ? 1.0 : 0.01; };
+    auto r = run_bench(o);
+    REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+    const json& res = r.value()["results"][0];
+    CHECK(res["steps"].get<int64_t>() >= 199);
+    CHECK(res["steps"].get<int64_t>() <= 202);
+    CHECK(res["seconds"].get<double>() == doctest::Approx(2.0).epsilon(0.02));
+    CHECK(res["warmup_seconds"].get<double>() == doctest::Approx(1.0));
+  }
+}

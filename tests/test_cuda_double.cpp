@@ -415,3 +415,41 @@ TEST_CASE("scripts/check-gpu: a broken driver fails, no driver skips") {
   CHECK(no_device.exit_code == 0);
   CHECK(has(no_device.output, "skipped: no CUDA device: the NVIDIA driver reports no devices"));
 }
+
+TEST_CASE("scripts/bench-gpu --games: its table on the double; without a device, the rest") {
+  // Tiny sizes: one game (ARROWS reads the joypad), 4-frame steps, 32 envs, a 1-step meter.
+  const std::string script = std::string(GBX_TEST_REPO_DIR) + "/scripts/bench-gpu";
+  test::TempDir dir;
+  const std::string env =
+      "GBX_SKIP_BUILD=1 GBX_BUILD_DIR='" + std::string(GBX_TEST_BUILD_DIR) + "' GBX_ARTIFACTS='" +
+      dir.path.string() +
+      "' GBX_GAMES_ROMS=builtin:ARROWS GBX_GAMES_SEGMENTS=2 GBX_GAMES_HOLD=2 GBX_GAMES_FPS=4 "
+      "GBX_GAMES_RELEASE=2 GBX_GAMES_PROFILE=4 BENCH_GAMES_REPORT_FRAMES=4 BENCH_GAMES_ENVS=32 "
+      "BENCH_GAMES_SECS=0.05 BENCH_GAMES_CPU_ENVS=4 BENCH_GAMES_METER_WARPS=1 "
+      "BENCH_GAMES_METER_STEPS=1 ";
+  auto row = [](const std::string& out) {
+    const auto at = out.find("\nARROWS ");
+    return at == std::string::npos ? std::string()
+                                   : out.substr(at + 1, out.find('\n', at + 1) - at - 1);
+  };
+  auto r = test::run_command(with_env(env + script + " --games", ""));
+  CAPTURE(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(has(r.output, "cuda random"));
+  const std::string line = row(r.output);
+  CAPTURE(line);
+  REQUIRE_FALSE(line.empty());
+  CHECK_FALSE(has(line, " - "));  // every column measured: cuda, meter, cpu, profile
+
+  if (!system_has_libcuda()) {
+    auto none = test::run_command(with_env(env + script + " --games", "", "/nonexistent"));
+    CAPTURE(none.output);
+    CHECK(none.exit_code == 0);
+    CHECK(has(none.output, "bench-gpu --games: no CUDA device: libcuda.so.1 not found"));
+    CHECK(has(none.output, "the cuda columns are left out"));
+    const std::string l = row(none.output);
+    CAPTURE(l);
+    REQUIRE_FALSE(l.empty());
+    CHECK(has(l, "%"));  // halted share and the meter's efficiency
+  }
+}

@@ -1,8 +1,11 @@
-// gbx-synth profile: run a ROM on the profiling interpreter, write its hot blocks.
+// gbx-synth profile: run a ROM on the profiling interpreter, write its hot blocks; with
+// --report, what its code does and how much of it the specialized kernel covers.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "commands.h"
+#include "gbx/runtime/game_profile.h"
 #include "gbx/runtime/specialize.h"
 #include "synth_common.h"
 #include "tool_options.h"
@@ -21,7 +24,30 @@ struct ProfileOptions {
   int release_after_frames{};
   std::string load_state;
   std::string out;
+  bool report = false;
+  bool no_plan = false;
 };
+
+int cmd_report(const ProfileOptions& o, const Rom& rom, const ProfileRunOptions& ro) {
+  GameProfileOptions go;
+  go.run = ro;
+  go.frames = o.frames;
+  go.plan = !o.no_plan;
+  const auto t0 = Clock::now();
+  auto g = profile_game(rom, go);
+  if (!g) return fail(g.error());
+  const std::string name = o.rom.rfind("builtin:", 0) == 0
+                               ? o.rom.substr(8)
+                               : std::filesystem::path(o.rom).stem().string();
+  const std::string text = game_profile_text(name, *g);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fprintf(stderr, "profiled %lld frames in %.0f ms\n", (long long)g->frames, ms_since(t0));
+  if (o.out.empty()) return 0;
+  std::ofstream f(o.out, std::ios::binary);
+  f << game_profile_json(name, *g);
+  if (!f) return fail(make_error(ErrorKind::Input, "cannot write " + o.out));
+  return 0;
+}
 
 int cmd_profile(const ProfileOptions& o) {
   // frames < 1 and frames_per_step < 1 are profile_rom's to refuse.
@@ -29,6 +55,7 @@ int cmd_profile(const ProfileOptions& o) {
     if (auto st = check_whole_steps(o.frames, o.frames_per_step); !st) return fail(st.error());
   auto rom = load_rom(o.rom);
   if (!rom) return fail(rom.error());
+  if (o.no_plan && !o.report) return fail(make_error(ErrorKind::Usage, "--no-plan needs --report"));
   ProfileRunOptions ro;
   ro.frames = o.frames;
   ro.actions = o.actions;
@@ -37,6 +64,7 @@ int cmd_profile(const ProfileOptions& o) {
   ro.frames_per_step = o.frames_per_step;
   ro.release_after_frames = o.release_after_frames;
   ro.load_state = o.load_state;
+  if (o.report) return cmd_report(o, *rom, ro);
   const auto t0 = Clock::now();
   auto prof = profile_rom(*rom, ro);
   if (!prof) return fail(prof.error());
@@ -81,7 +109,13 @@ void register_profile(CLI::App& app, Commands& cmds) {
   add_declared(pr, kProfile, "release_after_frames", prof.release_after_frames);
   pr->add_option("--load-state", prof.load_state,
                  "save state every env starts from (gbx-run run --save-state): profile mid-game");
-  pr->add_option("--out", prof.out, "output file (default: stdout)");
+  pr->add_option("--out", prof.out,
+                 "output file (default: stdout; with --report: the report as JSON)");
+  pr->add_flag("--report", prof.report,
+               "print what the code does (instructions per frame, halted share, instruction "
+               "classes, where the code runs, MBC/I/O writes) and the specialized plan's "
+               "coverage and block ends, instead of the profile (docs/benchmarks/games.md)");
+  pr->add_flag("--no-plan", prof.no_plan, "with --report: leave out the specialized plan");
   cmds.emplace_back(pr, [] { return cmd_profile(prof); });
 }
 

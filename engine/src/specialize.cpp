@@ -332,6 +332,44 @@ Result<std::shared_ptr<const SpecPlan>> make_spec_plan(const std::vector<OpcodeE
   return std::shared_ptr<const SpecPlan>(std::move(plan));
 }
 
+std::string spec_block_end(const std::vector<OpcodeEntry>& table, const std::vector<uint8_t>& rom,
+                           const SpecBlock& b, const SpecLimits& limits,
+                           const std::vector<uint8_t>& starts) {
+  auto instrs = spec_decode_block(table, rom, b.bank, b.addr, limits.max_instructions);
+  if (b.instructions > 0 && instrs.size() > b.instructions) instrs.resize(b.instructions);
+  if (instrs.empty()) return "halt_stop";
+  const SpecInstr& last = instrs.back();
+  switch (role_of(*last.op)) {
+    case Role::Jump:
+      return "jump";
+    case Role::Branch:
+      return "branch";
+    case Role::EndAfter:
+      return "ei_di";
+    default:
+      break;
+  }
+  if (!constant_access_quiet(last)) {
+    const std::string& f = last.op->family;
+    const uint32_t a = f.rfind("ldh_", 0) == 0
+                           ? 0xFF00u | last.bytes[1]
+                           : (uint32_t)last.bytes[1] | ((uint32_t)last.bytes[2] << 8);
+    if (a < 0x8000u) return "mbc_write";
+    if (a >= 0xFF00u && a - 0xFF80u >= 0x7Fu) return "io";
+    return "vram_oam_cart_ram";
+  }
+  if ((int)instrs.size() >= limits.max_instructions) return "size_limit";
+  const uint32_t next = (uint32_t)last.addr + (uint32_t)last.length;
+  if (next >= (b.addr < 0x4000u ? 0x4000u : 0x8000u)) return "bank_end";
+  const Table t(table);
+  SpecInstr in;
+  if (!decode_at(t, rom, b.bank, (uint16_t)next, in) || role_of(*in.op) == Role::Excluded)
+    return "halt_stop";
+  const uint64_t off = rom_offset(b.bank, (uint16_t)next);
+  if (off < starts.size() && starts[off]) return "block_starts";
+  return "cold";
+}
+
 std::string spec_disassemble(const SpecInstr& in) {
   std::string m = in.cb ? in.cb->mnemonic : in.op->mnemonic;
   const uint32_t b1 = in.bytes[1], w = in.bytes[1] | ((uint32_t)in.bytes[2] << 8);

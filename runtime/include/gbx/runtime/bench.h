@@ -26,8 +26,10 @@ struct BenchOptions {
   std::string rom = "builtin:ALU_LOOP";
   std::vector<int> envs = {1, 8, 64, 512, 2048, 8192};
   // Timed steps per env count; 0 = about target_seconds each (what keeps a default sweep
-  // short on a small machine): the window ends at the first sync (sync_every) past
-  // target_seconds, or, with sync_every 0, after as many steps as the warm-up's rate gives.
+  // short on a small machine): the clock is read after every step (3 at least) and the window
+  // ends at the first step past target_seconds, then syncs. Never a count from the warm-up's
+  // rate. On cuda, steps are asynchronous: the host runs ahead of the device by at most
+  // sync_every steps (with 0, by the driver's launch queue), which the final sync waits for.
   int64_t steps = 0;
   double target_seconds = 2.0;
   int64_t warmup_steps = 3;
@@ -55,6 +57,8 @@ struct BenchOptions {
   // Live progress (one line, replaced as it goes) and a note per finished env count.
   std::function<void(const std::string&)> progress;
   std::function<void(const std::string&)> done;
+  // Seconds on a monotonic clock (null: std::chrono::steady_clock); tests give a fake one.
+  std::function<double()> clock;
 };
 
 struct BenchResult {

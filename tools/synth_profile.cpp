@@ -3,7 +3,7 @@
 #include <fstream>
 
 #include "commands.h"
-#include "gbx/runtime/specialize.h"
+#include "gbx/runtime/backends/specialize.h"
 #include "synth_common.h"
 #include "tool_options.h"
 

@@ -26,7 +26,7 @@ import time
 import gbx
 import numpy as np
 
-SCORE = 0xC000  # ARROWS: u16 score (runtime/include/gbx/runtime/arrows_rom.h)
+SCORE = 0xC000  # ARROWS: u16 score (runtime/include/gbx/runtime/roms/arrows_rom.h)
 NUM_ACTIONS = 8  # pokemon8: noop, A, B, START, UP, DOWN, LEFT, RIGHT
 
 

@@ -23,7 +23,7 @@ Games from a mid-game point (scripts/bench-games.sh): PyBoy cannot load a GBX sa
 is played after the boot ROM (`--skip-boot`: ticks single frames until the boot ROM has
 handed over, PC >= 0x100) and before the warm-up, from power-on, untimed. `--actions random`
 presses, every step, the action byte GBX's `--actions random --seed S` gives the same env at
-the same step (splitmix64, runtime/src/bench/action_policy.cpp; bit 0 A, 1 B, 2 Select, 3 Start,
+the same step (splitmix64, runtime/src/actions/action_policy.cpp; bit 0 A, 1 B, 2 Select, 3 Start,
 4 Right, 5 Left, 6 Up, 7 Down), held for `--release-after-frames` frames of the step (-1: all).
 """
 
@@ -96,7 +96,7 @@ BUTTONS = ("a", "b", "select", "start", "right", "left", "up", "down")
 
 
 def mix(z):
-    """splitmix64's finalizer, as runtime/src/bench/action_policy.cpp."""
+    """splitmix64's finalizer, as runtime/src/actions/action_policy.cpp."""
     z = (z + 0x9E3779B97F4A7C15) & M64
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64

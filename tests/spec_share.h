@@ -11,9 +11,9 @@
 
 #include "gbx/engine/kernel_builder.h"
 #include "gbx/engine/specialize.h"
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/cpu_backend.h"
-#include "gbx/runtime/rom.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/backends/cpu_backend.h"
+#include "gbx/runtime/roms/rom.h"
 
 namespace gbx::test {
 

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <random>
 
-#include "gbx/runtime/save_state.h"
+#include "gbx/runtime/states/save_state.h"
 #include "gbx_abi.h"
 #include "test_reference_util.h"
 

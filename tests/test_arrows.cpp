@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "gbx/runtime/arrows_rom.h"
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/rom.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/roms/arrows_rom.h"
+#include "gbx/runtime/roms/rom.h"
 
 using namespace gbx;
 

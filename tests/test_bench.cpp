@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "gbx/runtime/action_policy.h"
-#include "gbx/runtime/bench.h"
-#include "gbx/runtime/bench_stages.h"
+#include "gbx/measure/bench/bench.h"
+#include "gbx/measure/bench/bench_stages.h"
+#include "gbx/runtime/actions/action_policy.h"
 #include "test_util.h"
 
 using namespace gbx;

@@ -5,8 +5,8 @@
 #include <fstream>
 #include <random>
 
-#include "gbx/runtime/rom.h"
-#include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/roms/rom.h"
+#include "gbx/runtime/roms/rom_builder.h"
 #include "test_util.h"
 
 using namespace gbx;

@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "gbx/runtime/conformance.h"
+#include "gbx/measure/verify/conformance.h"
 #include "skip.h"
 #include "test_util.h"
 

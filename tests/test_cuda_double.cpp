@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "gbx/engine/cuda_driver.h"
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/cuda_backend.h"
-#include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/backends/cuda_backend.h"
+#include "gbx/runtime/roms/rom_builder.h"
 #include "gbx_abi.h"
 #include "test_cuda_double/common.h"
 #include "test_util.h"

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "gbx/engine/cuda_driver.h"
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/cuda_backend.h"
-#include "gbx/runtime/rom_builder.h"
-#include "gbx/runtime/specialize.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/backends/cuda_backend.h"
+#include "gbx/runtime/backends/specialize.h"
+#include "gbx/runtime/roms/rom_builder.h"
 #include "skip.h"
 #include "spec_share.h"
 

@@ -1,4 +1,4 @@
-// The divergence meter (gbx/runtime/divergence.h): the SIMT issue model on hand-made traces,
+// The divergence meter (gbx/measure/bench/divergence.h): the SIMT issue model on hand-made traces,
 // and end to end on the CUDA driver double (CTest puts it on LD_LIBRARY_PATH for this suite):
 // lockstep envs give 32 lanes, and a warp split between two equal loops gives what the model
 // says for the kernel's own weights.
@@ -6,8 +6,8 @@
 
 #include <fstream>
 
-#include "gbx/runtime/divergence.h"
-#include "gbx/runtime/rom_builder.h"
+#include "gbx/measure/bench/divergence.h"
+#include "gbx/runtime/roms/rom_builder.h"
 #include "nvrtc_available.h"
 #include "test_util.h"
 

@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <vector>
 
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/rom.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/roms/rom.h"
 #include "test_util.h"
 
 using namespace gbx;

@@ -1,12 +1,12 @@
-// The per-game profile (gbx/runtime/game_profile.h, `gbx-synth profile --report`): on ROMs
+// The per-game profile (gbx/measure/bench/game_profile.h, `gbx-synth profile --report`): on ROMs
 // whose every frame is known, its counts are exact.
 #include <doctest/doctest.h>
 
 #include <string>
 
-#include "gbx/runtime/asm.h"
-#include "gbx/runtime/game_profile.h"
-#include "gbx/runtime/rom_builder.h"
+#include "gbx/measure/bench/game_profile.h"
+#include "gbx/runtime/roms/asm.h"
+#include "gbx/runtime/roms/rom_builder.h"
 
 using namespace gbx;
 

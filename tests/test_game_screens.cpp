@@ -7,9 +7,9 @@
 // in a note, not a skip, so a GBX failure shows).
 #include <doctest/doctest.h>
 
-#include "gbx/runtime/asm.h"
-#include "gbx/runtime/env_state.h"
-#include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/roms/asm.h"
+#include "gbx/runtime/roms/rom_builder.h"
+#include "gbx/runtime/states/env_state.h"
 #include "test_reference_util.h"
 
 using namespace gbx;

@@ -7,9 +7,9 @@
 #include <array>
 #include <vector>
 
-#include "gbx/runtime/asm.h"
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/roms/asm.h"
+#include "gbx/runtime/roms/rom_builder.h"
 #include "gbx_abi.h"
 
 using namespace gbx;

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/env_state.h"
-#include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/roms/rom_builder.h"
+#include "gbx/runtime/states/env_state.h"
 #include "gbx_abi.h"
 
 using namespace gbx;

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "gbx/runtime/mgba_backend.h"
-#include "gbx/runtime/rom.h"
-#include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/reference/mgba_backend.h"
+#include "gbx/runtime/roms/rom.h"
+#include "gbx/runtime/roms/rom_builder.h"
 #include "gbx_abi.h"
 
 using gbx::BackendConfig;

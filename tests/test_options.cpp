@@ -1,4 +1,5 @@
-// The option declaration (gbx/runtime/options.h) against every CLI surface: each subcommand's
+// The option declaration (gbx/runtime/backends/options.h) against every CLI surface: each
+// subcommand's
 // --help shows exactly the declared flags of its surface with the surface's default, and no
 // declared flag the declaration does not give it; apply_options builds BackendConfig from it.
 // (Python's surfaces: tests/python/test_options.py.)
@@ -9,9 +10,9 @@
 #include <set>
 #include <sstream>
 
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/options.h"
-#include "gbx/runtime/rom.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/backends/options.h"
+#include "gbx/runtime/roms/rom.h"
 #include "test_util.h"
 
 using namespace gbx;

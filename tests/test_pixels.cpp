@@ -11,10 +11,10 @@
 #include <functional>
 #include <map>
 
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/ppu_roms.h"
-#include "gbx/runtime/rom.h"
-#include "gbx/runtime/screen_image.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/outputs/screen_image.h"
+#include "gbx/runtime/roms/ppu_roms.h"
+#include "gbx/runtime/roms/rom.h"
 #include "test_util.h"
 
 using namespace gbx;

@@ -26,9 +26,9 @@
 #include <thread>
 #include <vector>
 
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/rom.h"
-#include "gbx/runtime/testrom.h"
+#include "gbx/measure/verify/testrom.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/roms/rom.h"
 #include "skip.h"
 
 namespace fs = std::filesystem;

@@ -12,10 +12,10 @@
 #include <string>
 
 #include "gbx/engine/cache.h"
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/gambatte_backend.h"
-#include "gbx/runtime/rom.h"
-#include "gbx/runtime/verify.h"
+#include "gbx/measure/verify/verify.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/reference/gambatte_backend.h"
+#include "gbx/runtime/roms/rom.h"
 #include "skip.h"
 
 namespace gbx::test {

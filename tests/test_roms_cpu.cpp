@@ -2,8 +2,8 @@
 // backend: each must print exactly its expected serial text (checked on mGBA when written).
 #include <doctest/doctest.h>
 
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/roms/rom_builder.h"
 
 using namespace gbx;
 

@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "gbx/runtime/asm.h"
-#include "gbx/runtime/cpu_backend.h"
-#include "gbx/runtime/mgba_backend.h"
-#include "gbx/runtime/rom.h"
-#include "gbx/runtime/rom_builder.h"
-#include "gbx/runtime/save_state.h"
-#include "gbx/runtime/state_fields.h"
+#include "gbx/runtime/backends/cpu_backend.h"
+#include "gbx/runtime/reference/mgba_backend.h"
+#include "gbx/runtime/roms/asm.h"
+#include "gbx/runtime/roms/rom.h"
+#include "gbx/runtime/roms/rom_builder.h"
+#include "gbx/runtime/states/save_state.h"
+#include "gbx/runtime/states/state_fields.h"
 #include "gbx_abi.h"
 #include "test_util.h"
 

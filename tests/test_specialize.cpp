@@ -12,11 +12,11 @@
 #include <random>
 
 #include "gbx/engine/kernel_builder.h"
-#include "gbx/runtime/asm.h"
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/cpu_backend.h"
-#include "gbx/runtime/rom_builder.h"
-#include "gbx/runtime/specialize.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/backends/cpu_backend.h"
+#include "gbx/runtime/backends/specialize.h"
+#include "gbx/runtime/roms/asm.h"
+#include "gbx/runtime/roms/rom_builder.h"
 #include "spec_share.h"
 #include "test_util.h"
 

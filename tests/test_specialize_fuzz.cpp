@@ -18,9 +18,9 @@
 #include <sstream>
 
 #include "gbx/engine/kernel_builder.h"
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/rom_builder.h"
-#include "gbx/runtime/specialize.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/backends/specialize.h"
+#include "gbx/runtime/roms/rom_builder.h"
 #include "spec_share.h"
 
 using namespace gbx;

@@ -6,9 +6,9 @@
 #include <cstring>
 
 #include "gbx/engine/kernel_builder.h"
-#include "gbx/runtime/cpu_backend.h"
-#include "gbx/runtime/env_state.h"
-#include "gbx/runtime/rom.h"
+#include "gbx/runtime/backends/cpu_backend.h"
+#include "gbx/runtime/roms/rom.h"
+#include "gbx/runtime/states/env_state.h"
 
 using namespace gbx;
 

@@ -14,9 +14,9 @@
 #include <doctest/doctest.h>
 
 #include "gbx/engine/kernel_builder.h"
-#include "gbx/runtime/env_state.h"
-#include "gbx/runtime/state_fields.h"
-#include "gbx/runtime/state_rules.h"
+#include "gbx/runtime/states/env_state.h"
+#include "gbx/runtime/states/state_fields.h"
+#include "gbx/runtime/states/state_rules.h"
 #include "state_fuzz.h"
 
 using namespace state_fuzz;

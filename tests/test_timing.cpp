@@ -6,9 +6,9 @@
 #include <chrono>
 #include <fstream>
 
-#include "gbx/runtime/asm.h"
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/roms/asm.h"
+#include "gbx/runtime/roms/rom_builder.h"
 #include "gbx_abi.h"
 #include "test_util.h"
 

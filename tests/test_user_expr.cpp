@@ -10,8 +10,8 @@
 #include "gbx/engine/generator.h"
 #include "gbx/engine/kernel_builder.h"
 #include "gbx/engine/user_expr.h"
-#include "gbx/runtime/env_state.h"
-#include "gbx/runtime/rom.h"
+#include "gbx/runtime/roms/rom.h"
+#include "gbx/runtime/states/env_state.h"
 #include "nvrtc_available.h"
 
 using namespace gbx;

@@ -8,12 +8,12 @@
 #include <set>
 #include <sstream>
 
-#include "gbx/runtime/asm.h"
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/ppu_roms.h"
-#include "gbx/runtime/rom.h"
-#include "gbx/runtime/rom_builder.h"
-#include "gbx/runtime/verify.h"
+#include "gbx/measure/verify/verify.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/roms/asm.h"
+#include "gbx/runtime/roms/ppu_roms.h"
+#include "gbx/runtime/roms/rom.h"
+#include "gbx/runtime/roms/rom_builder.h"
 #include "test_util.h"
 
 using namespace gbx;

@@ -12,12 +12,12 @@
 #include <thread>
 #include <vector>
 
-#include "gbx/runtime/asm.h"
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/cpu_backend.h"
-#include "gbx/runtime/rom.h"
-#include "gbx/runtime/rom_builder.h"
-#include "gbx/runtime/worker_pool.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/backends/cpu_backend.h"
+#include "gbx/runtime/backends/worker_pool.h"
+#include "gbx/runtime/roms/asm.h"
+#include "gbx/runtime/roms/rom.h"
+#include "gbx/runtime/roms/rom_builder.h"
 
 using namespace gbx;
 

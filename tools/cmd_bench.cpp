@@ -7,9 +7,9 @@
 #include <fstream>
 
 #include "commands.h"
-#include "gbx/runtime/bench.h"
-#include "gbx/runtime/bench_stages.h"
-#include "gbx/runtime/system_info.h"
+#include "gbx/measure/bench/bench.h"
+#include "gbx/measure/bench/bench_stages.h"
+#include "gbx/measure/bench/system_info.h"
 #include "tool_common.h"
 #include "tool_options.h"
 

@@ -4,10 +4,10 @@
 #include <fstream>
 
 #include "commands.h"
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/conformance.h"
-#include "gbx/runtime/rom.h"
-#include "gbx/runtime/rom_builder.h"
+#include "gbx/measure/verify/conformance.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/roms/rom.h"
+#include "gbx/runtime/roms/rom_builder.h"
 #include "tool_common.h"
 
 namespace {

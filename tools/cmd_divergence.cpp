@@ -1,10 +1,10 @@
 // gbx-run divergence: predicted SIMT efficiency of the cuda kernel, measured without a GPU on
-// the CUDA driver double (gbx/runtime/divergence.h, docs/internals/divergence.md).
+// the CUDA driver double (gbx/measure/bench/divergence.h, docs/internals/divergence.md).
 #include <cstdio>
 #include <sstream>
 
 #include "commands.h"
-#include "gbx/runtime/divergence.h"
+#include "gbx/measure/bench/divergence.h"
 #include "tool_common.h"
 #include "tool_options.h"
 

@@ -10,18 +10,18 @@
 
 #include "commands.h"
 #include "gbx/engine/cache.h"
-#include "gbx/runtime/action_policy.h"
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/battery_file.h"
-#include "gbx/runtime/conformance.h"
-#include "gbx/runtime/cpu_backend.h"
-#include "gbx/runtime/cuda_backend.h"
-#include "gbx/runtime/rom.h"
-#include "gbx/runtime/rom_builder.h"
-#include "gbx/runtime/save_state.h"
-#include "gbx/runtime/screen_image.h"
-#include "gbx/runtime/specialize.h"
-#include "gbx/runtime/verify.h"
+#include "gbx/measure/verify/conformance.h"
+#include "gbx/measure/verify/verify.h"
+#include "gbx/runtime/actions/action_policy.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/backends/cpu_backend.h"
+#include "gbx/runtime/backends/cuda_backend.h"
+#include "gbx/runtime/backends/specialize.h"
+#include "gbx/runtime/outputs/screen_image.h"
+#include "gbx/runtime/roms/rom.h"
+#include "gbx/runtime/roms/rom_builder.h"
+#include "gbx/runtime/states/battery_file.h"
+#include "gbx/runtime/states/save_state.h"
 #include "tool_common.h"
 #include "tool_options.h"
 
@@ -30,7 +30,7 @@ namespace {
 using namespace gbx;
 
 struct RunOptions {
-  // The declared options (gbx/runtime/options.h): --envs, --backend, --stage, --ppu, ...
+  // The declared options (gbx/runtime/backends/options.h): --envs, --backend, --stage, --ppu, ...
   OptionValues opts;
   int64_t num(const char* name) const { return std::get<int64_t>(opts.at(name)); }
   const std::string& text(const char* name) const { return std::get<std::string>(opts.at(name)); }

@@ -4,8 +4,8 @@
 #include <filesystem>
 
 #include "commands.h"
-#include "gbx/runtime/rom.h"
-#include "gbx/runtime/testrom.h"
+#include "gbx/measure/verify/testrom.h"
+#include "gbx/runtime/roms/rom.h"
 #include "tool_common.h"
 #include "tool_options.h"
 

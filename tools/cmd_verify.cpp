@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "commands.h"
-#include "gbx/runtime/verify.h"
+#include "gbx/measure/verify/verify.h"
 #include "tool_common.h"
 #include "tool_options.h"
 

@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "gbx/runtime/worker_pool.h"
+#include "gbx/runtime/backends/worker_pool.h"
 
 namespace {
 

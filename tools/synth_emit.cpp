@@ -4,7 +4,7 @@
 #include <fstream>
 
 #include "commands.h"
-#include "gbx/runtime/specialize.h"
+#include "gbx/runtime/backends/specialize.h"
 #include "synth_common.h"
 
 namespace gbx::tool {

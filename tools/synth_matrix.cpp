@@ -8,8 +8,8 @@
 
 #include "commands.h"
 #include "gbx/engine/orc_compiler.h"
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/specialize.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/backends/specialize.h"
 #include "synth_common.h"
 
 namespace gbx::tool {

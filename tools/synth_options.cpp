@@ -1,9 +1,9 @@
-// gbx-synth options: the option declaration (gbx/runtime/options.h) as Markdown (the docs'
+// gbx-synth options: the option declaration (gbx/runtime/backends/options.h) as Markdown (the docs'
 // options page, written by scripts/docs.sh) or JSON.
 #include <cstdio>
 
 #include "commands.h"
-#include "gbx/runtime/options.h"
+#include "gbx/runtime/backends/options.h"
 #include "synth_common.h"
 
 namespace gbx::tool {

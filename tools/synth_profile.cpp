@@ -5,8 +5,8 @@
 #include <fstream>
 
 #include "commands.h"
-#include "gbx/runtime/game_profile.h"
-#include "gbx/runtime/specialize.h"
+#include "gbx/measure/bench/game_profile.h"
+#include "gbx/runtime/backends/specialize.h"
 #include "synth_common.h"
 #include "tool_options.h"
 

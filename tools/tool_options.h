@@ -1,14 +1,14 @@
 #pragma once
-// The CLI11 flag of a declared option (gbx/runtime/options.h): its flag, doc, the surface's
-// default and its allowed values all come from the declaration. A subcommand binds either a
-// variable of its own or a slot of an OptionValues (then apply_options makes BackendConfig).
+// The CLI11 flag of a declared option (gbx/runtime/backends/options.h): its flag, doc, the
+// surface's default and its allowed values all come from the declaration. A subcommand binds either
+// a variable of its own or a slot of an OptionValues (then apply_options makes BackendConfig).
 #include <CLI/CLI.hpp>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
 
-#include "gbx/runtime/options.h"
+#include "gbx/runtime/backends/options.h"
 
 namespace gbx::tool {
 

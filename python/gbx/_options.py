@@ -1,6 +1,6 @@
-"""The option declaration (runtime/include/gbx/runtime/options.h), as the native module exports
-it, and what Python derives from it: the check of ``gbx.VecEnv``'s keyword arguments and the
-``BackendOptions`` block of ``_native.pyi``.
+"""The option declaration (runtime/include/gbx/runtime/backends/options.h), as the native module
+exports it, and what Python derives from it: the check of ``gbx.VecEnv``'s keyword arguments and
+the ``BackendOptions`` block of ``_native.pyi``.
 
     python -m gbx._options --write-pyi python/gbx/_native.pyi   # regenerates the stub's block
 """

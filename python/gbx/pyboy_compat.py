@@ -10,8 +10,8 @@ PyBoy writes its machine as one stream of component records (``PyBoy.save_state`
 motherboard, CPU, OAM DMA, LCD, sound, renderer, RAM, timer, cartridge, joypad, serial,
 SGB). :func:`read_state` parses that stream for the format PyBoy 2.8.x writes (state format
 version 29) and :func:`import_state` maps it onto the GBX state fields
-(``runtime/include/gbx/runtime/state_fields.h``) over the DMG post-boot state of the same ROM.
-The GBX cycle counter takes PyBoy's (``cpu.cycles``); every lazily caught-up clock (timer,
+(``runtime/include/gbx/runtime/states/state_fields.h``) over the DMG post-boot state of the
+same ROM. The GBX cycle counter takes PyBoy's (``cpu.cycles``); every lazily caught-up clock (timer,
 PPU, serial, OAM DMA, RTC) is re-expressed as a cycle epoch from the place PyBoy had caught
 it up to, so the lazy catch-up of both emulators continues from the same point; a clock that
 a memory access started or reset is moved by ACCESS_LAG, the difference between PyBoy's and

@@ -1,6 +1,6 @@
 """A parsed PyBoy state mapped onto GBX's save-state fields (:func:`import_state`; the module
 doc of :mod:`gbx.pyboy_compat` says what is mapped and how the clocks are re-expressed), and
-the GBX save-state blob's records (runtime/include/gbx/runtime/save_state.h)."""
+the GBX save-state blob's records (runtime/include/gbx/runtime/states/save_state.h)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ _NEVER = 0x7FFFFFFFFFFFFFFF
 _NEVER_PAST = -(1 << 62)
 _RUN_ACTIVE, _RUN_HALTED, _RUN_STOPPED = 0, 1, 2
 
-# GBX save-state blobs (runtime/include/gbx/runtime/save_state.h).
+# GBX save-state blobs (runtime/include/gbx/runtime/states/save_state.h).
 _HEADER = 56
 
 

@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-# Save-state blob layout (runtime/include/gbx/runtime/save_state.h): a 56-byte header (magic
+# Save-state blob layout (runtime/include/gbx/runtime/states/save_state.h): a 56-byte header (magic
 # at 0, payload kind at 45: 0 = kernel fields), then a u32 record count and the records.
 _HEADER = 56
 _KIND_KERNEL = 0
@@ -59,7 +59,7 @@ class SaveStates:
     """The save-state methods of :class:`gbx.VecEnv` (a mixin: it uses the env's backend,
     episode counters and random streams).
 
-    A state is a self-describing blob (runtime/include/gbx/runtime/save_state.h): it names
+    A state is a self-describing blob (runtime/include/gbx/runtime/states/save_state.h): it names
     the ROM (SHA-256), the state ABI and the backend kind, and loading refuses one that does
     not match with a ValueError, leaving the env untouched."""
 

@@ -29,7 +29,7 @@ from .env_streams import EnvStreams
 from .observations import OBS_V0_DIM, ObsAssembler, parse_obs  # noqa: F401 (OBS_V0_DIM: API)
 from .save_states import SaveStates
 
-# Greys for shades 0..3 (runtime/include/gbx/runtime/screen_image.h kShadeGrey), as RGB.
+# Greys for shades 0..3 (runtime/include/gbx/runtime/outputs/screen_image.h kShadeGrey), as RGB.
 _SHADE_RGB = np.array([[0xFF] * 3, [0xAA] * 3, [0x55] * 3, [0x00] * 3], dtype=np.uint8)
 
 

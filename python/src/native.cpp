@@ -10,8 +10,8 @@
 #include "gbx/engine/cache.h"
 #include "gbx/engine/generator.h"
 #include "gbx/engine/user_expr.h"
-#include "gbx/runtime/mgba_backend.h"
-#include "gbx/runtime/options.h"
+#include "gbx/runtime/backends/options.h"
+#include "gbx/runtime/reference/mgba_backend.h"
 
 namespace gbx::py {
 
@@ -125,7 +125,7 @@ NB_MODULE(_native, m) {
   m.attr("USER_TRACK_MAX") = GBX_USER_TRACK_MAX;
   m.attr("SEEN_CAPACITY_MAX") = gbx::kSeenCapacityMax;
   m.attr("MAX_HOOKS") = gbx::kMaxHooks;
-  // The option declaration (gbx/runtime/options.h) as JSON: gbx.options reads it.
+  // The option declaration (gbx/runtime/backends/options.h) as JSON: gbx.options reads it.
   m.attr("OPTIONS_JSON") = gbx::options_json();
 
   gbx::py::NativeClass c(m, "Backend");

@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/cpu_backend.h"
-#include "gbx/runtime/cuda_backend.h"
-#include "gbx/runtime/rom.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/backends/cpu_backend.h"
+#include "gbx/runtime/backends/cuda_backend.h"
+#include "gbx/runtime/roms/rom.h"
 
 namespace gbx::py {
 
@@ -61,7 +61,8 @@ using FramesIn = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::devic
 class Native {
  public:
   // native_env.cpp: construction, stepping, the output block and its views. The options are
-  // the declared ones of the native surface (gbx/runtime/options.h), by their Python names.
+  // the declared ones of the native surface (gbx/runtime/backends/options.h), by their Python
+  // names.
   Native(const std::string& rom_spec, nb::bytes rom_bytes, const nb::kwargs& options);
   void reset(uint64_t seed);
   void reset_envs(MaskIn mask, bool gather_now);

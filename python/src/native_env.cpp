@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <new>
 
-#include "gbx/runtime/options.h"
-#include "gbx/runtime/specialize.h"
+#include "gbx/runtime/backends/options.h"
+#include "gbx/runtime/backends/specialize.h"
 #include "native.h"
 
 namespace gbx::py {
@@ -307,7 +307,8 @@ void bind_env(NativeClass& c) {
         new (self) Native(rom, rom_bytes, options);
       },
       "rom"_a, "rom_bytes"_a = nb::bytes(""), "options"_a,
-      "The options: gbx/runtime/options.h's declaration, native surface (gbx._native.OPTIONS).");
+      "The options: gbx/runtime/backends/options.h's declaration, native surface "
+      "(gbx._native.OPTIONS).");
   c.def("reset", &Native::reset, "seed"_a = 0);
   c.def("reset_envs", &Native::reset_envs, "mask"_a, "gather"_a = true);
   c.def("step", &Native::step, "actions"_a, "gather"_a = true);

@@ -2,8 +2,8 @@
 // Python: the DMG post-boot state of a ROM as a GBX save state (the baseline whose fields the
 // importer overwrites), the ROM bytes behind a spec, and the per-env memory offsets. Loading
 // and saving go through Backend.load_state/save_state.
-#include "gbx/runtime/env_state.h"
-#include "gbx/runtime/save_state.h"
+#include "gbx/runtime/states/env_state.h"
+#include "gbx/runtime/states/save_state.h"
 #include "native.h"
 
 namespace gbx::py {

@@ -1,5 +1,5 @@
-"""The option declaration (runtime/include/gbx/runtime/options.h) against Python's surfaces:
-gbx.VecEnv's keywords and defaults, gbx._native.Backend's **options (names, types, errors
+"""The option declaration (runtime/include/gbx/runtime/backends/options.h) against Python's
+surfaces: gbx.VecEnv's keywords and defaults, gbx._native.Backend's **options (names, types, errors
 naming the Python name) and the stub's generated block. The CLI's: tests/test_options.cpp."""
 
 from __future__ import annotations

@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "gbx/engine/cuda_driver.h"
-#include "gbx/runtime/asm.h"
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/cuda_backend.h"
-#include "gbx/runtime/rom_builder.h"
-#include "gbx/runtime/save_state.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/backends/cuda_backend.h"
+#include "gbx/runtime/roms/asm.h"
+#include "gbx/runtime/roms/rom_builder.h"
+#include "gbx/runtime/states/save_state.h"
 #include "skip.h"
 #include "test_util.h"
 

@@ -16,9 +16,9 @@
 #include "gbx/engine/cuda_driver.h"
 #include "gbx/engine/cuda_kernel_builder.h"
 #include "gbx/engine/nvrtc_compiler.h"
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/cuda_backend.h"
-#include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/backends/cuda_backend.h"
+#include "gbx/runtime/roms/rom_builder.h"
 #include "nvrtc_available.h"
 #include "test_cuda_double/common.h"
 

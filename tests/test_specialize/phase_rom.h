@@ -6,9 +6,9 @@
 
 #include <string>
 
-#include "gbx/runtime/asm.h"
-#include "gbx/runtime/rom.h"
-#include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/roms/asm.h"
+#include "gbx/runtime/roms/rom.h"
+#include "gbx/runtime/roms/rom_builder.h"
 
 namespace gbx::test {
 

@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "gbx/runtime/cpu_backend.h"
-#include "gbx/runtime/save_state.h"
-#include "gbx/runtime/specialize.h"
+#include "gbx/runtime/backends/cpu_backend.h"
+#include "gbx/runtime/backends/specialize.h"
+#include "gbx/runtime/states/save_state.h"
 #include "phase_rom.h"
 
 using namespace gbx;

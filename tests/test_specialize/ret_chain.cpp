@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "gbx/runtime/asm.h"
-#include "gbx/runtime/cpu_backend.h"
-#include "gbx/runtime/specialize.h"
+#include "gbx/runtime/backends/cpu_backend.h"
+#include "gbx/runtime/backends/specialize.h"
+#include "gbx/runtime/roms/asm.h"
 #include "phase_rom.h"
 #include "spec_share.h"
 

@@ -1,4 +1,4 @@
-// Re-profiling under --specialize auto (runtime/include/gbx/runtime/tier_up.h, watch()): a
+// Re-profiling under --specialize auto (runtime/include/gbx/runtime/backends/tier_up.h, watch()): a
 // profile knows only the code of its window, so when a game moves on the blocks stop covering
 // what runs; auto profiles again, adds the counts and swaps in a kernel with blocks for both.
 // Bit-exact throughout: the end state equals the interpreter's.
@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "gbx/runtime/asm.h"
-#include "gbx/runtime/cpu_backend.h"
-#include "gbx/runtime/rom.h"
-#include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/backends/cpu_backend.h"
+#include "gbx/runtime/roms/asm.h"
+#include "gbx/runtime/roms/rom.h"
+#include "gbx/runtime/roms/rom_builder.h"
 #include "phase_rom.h"
 #include "spec_share.h"
 

@@ -1,8 +1,8 @@
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/cpu_backend.h"
-#include "gbx/runtime/cuda_backend.h"
-#include "gbx/runtime/gambatte_backend.h"
-#include "gbx/runtime/mgba_backend.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/backends/cpu_backend.h"
+#include "gbx/runtime/backends/cuda_backend.h"
+#include "gbx/runtime/reference/gambatte_backend.h"
+#include "gbx/runtime/reference/mgba_backend.h"
 
 namespace gbx {
 

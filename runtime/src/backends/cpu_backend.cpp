@@ -1,4 +1,4 @@
-#include "gbx/runtime/cpu_backend.h"
+#include "gbx/runtime/backends/cpu_backend.h"
 
 #include <time.h>
 
@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "gbx/engine/specialize.h"
-#include "gbx/runtime/save_state.h"
+#include "gbx/runtime/states/save_state.h"
 
 namespace gbx {
 namespace {

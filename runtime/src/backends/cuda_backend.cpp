@@ -1,7 +1,7 @@
 // cuda backend. Stages of create(), top to bottom: driver -> context -> kernel (cache or
 // NVRTC) -> module -> buffers -> reset -> warm-up. Everything after create() runs on one
 // stream, so reads are ordered after the steps enqueued before them.
-#include "gbx/runtime/cuda_backend.h"
+#include "gbx/runtime/backends/cuda_backend.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,8 +11,8 @@
 
 #include "cuda_backend_internal.h"
 #include "gbx/engine/specialize.h"
-#include "gbx/runtime/save_state.h"
-#include "gbx/runtime/state_fields.h"
+#include "gbx/runtime/states/save_state.h"
+#include "gbx/runtime/states/state_fields.h"
 
 namespace gbx {
 

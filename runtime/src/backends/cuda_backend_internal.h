@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "gbx/runtime/cuda_backend.h"
+#include "gbx/runtime/backends/cuda_backend.h"
 
 namespace gbx {
 

@@ -6,9 +6,9 @@
 
 #include "cuda_backend_internal.h"
 #include "gbx/engine/specialize.h"
-#include "gbx/runtime/cuda_backend.h"
-#include "gbx/runtime/save_state.h"
-#include "gbx/runtime/state_fields.h"
+#include "gbx/runtime/backends/cuda_backend.h"
+#include "gbx/runtime/states/save_state.h"
+#include "gbx/runtime/states/state_fields.h"
 
 namespace gbx {
 

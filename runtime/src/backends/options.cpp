@@ -1,13 +1,13 @@
-// The declaration of every option (gbx/runtime/options.h): one entry each, and what is derived
-// from it here (checks, BackendConfig, the docs' tables).
-#include "gbx/runtime/options.h"
+// The declaration of every option (gbx/runtime/backends/options.h): one entry each, and what is
+// derived from it here (checks, BackendConfig, the docs' tables).
+#include "gbx/runtime/backends/options.h"
 
 #include <climits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "gbx/runtime/backend.h"
-#include "gbx/runtime/specialize.h"
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/backends/specialize.h"
 
 namespace gbx {
 namespace {

@@ -2,9 +2,9 @@
 #include <random>
 #include <sstream>
 
-#include "gbx/runtime/cpu_backend.h"
-#include "gbx/runtime/save_state.h"
-#include "gbx/runtime/specialize.h"
+#include "gbx/runtime/backends/cpu_backend.h"
+#include "gbx/runtime/backends/specialize.h"
+#include "gbx/runtime/states/save_state.h"
 
 namespace gbx {
 

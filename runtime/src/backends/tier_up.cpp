@@ -1,4 +1,4 @@
-#include "gbx/runtime/tier_up.h"
+#include "gbx/runtime/backends/tier_up.h"
 
 #include "gbx/engine/specialize.h"
 

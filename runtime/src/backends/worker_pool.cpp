@@ -1,4 +1,4 @@
-#include "gbx/runtime/worker_pool.h"
+#include "gbx/runtime/backends/worker_pool.h"
 
 #include <time.h>
 

@@ -1,7 +1,7 @@
 // The step's output block: one contiguous allocation holding every output for all envs.
 #include <cstdio>
 
-#include "gbx/runtime/backend.h"
+#include "gbx/runtime/backends/backend.h"
 
 namespace gbx {
 

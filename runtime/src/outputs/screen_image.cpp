@@ -1,4 +1,4 @@
-#include "gbx/runtime/screen_image.h"
+#include "gbx/runtime/outputs/screen_image.h"
 
 #include <png.h>
 

@@ -1,6 +1,6 @@
 // The gambatte reference backend (gambatte_backend.h): a libretro core driven one Gambatte
 // frame at a time, its state read back from retro_serialize after every frame.
-#include "gbx/runtime/gambatte_backend.h"
+#include "gbx/runtime/reference/gambatte_backend.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -15,8 +15,8 @@
 #include <mutex>
 #include <optional>
 
-#include "gbx/runtime/env_state.h"
-#include "gbx/runtime/libretro_api.h"
+#include "gbx/runtime/reference/libretro_api.h"
+#include "gbx/runtime/states/env_state.h"
 #include "gbx_abi.h"
 
 namespace gbx {

@@ -1,4 +1,4 @@
-#include "gbx/runtime/mgba_backend.h"
+#include "gbx/runtime/reference/mgba_backend.h"
 
 #if !GBX_WITH_MGBA
 namespace gbx {
@@ -26,9 +26,9 @@ Result<std::unique_ptr<Backend>> make_mgba_backend(const Rom&, const BackendConf
 #include <type_traits>
 
 #include "gbx/engine/cache.h"
-#include "gbx/runtime/env_state.h"
-#include "gbx/runtime/save_state.h"
-#include "gbx/runtime/worker_pool.h"
+#include "gbx/runtime/backends/worker_pool.h"
+#include "gbx/runtime/states/env_state.h"
+#include "gbx/runtime/states/save_state.h"
 #include "mgba_env.h"
 
 namespace gbx {

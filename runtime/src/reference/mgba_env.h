@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "gbx/runtime/mgba_backend.h"
+#include "gbx/runtime/reference/mgba_backend.h"
 #include "gbx_abi.h"
 
 namespace gbx::mgba_detail {

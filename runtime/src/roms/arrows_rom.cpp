@@ -2,14 +2,14 @@
 // Pan Docs: P1 (FF00) with bit 4 = 0 selects the d-pad, whose lines read 0 when pressed
 // (bit 0 right, 1 left, 2 up, 3 down); VRAM is free to write in VBlank (mode 1) and with the
 // LCD off; the LCD may be turned off only in VBlank; the VBlank interrupt vector is 0x0040.
-#include "gbx/runtime/arrows_rom.h"
+#include "gbx/runtime/roms/arrows_rom.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
-#include "gbx/runtime/asm.h"
-#include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/roms/asm.h"
+#include "gbx/runtime/roms/rom_builder.h"
 
 namespace gbx::arrows {
 namespace {

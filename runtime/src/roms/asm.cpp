@@ -1,4 +1,4 @@
-#include "gbx/runtime/asm.h"
+#include "gbx/runtime/roms/asm.h"
 
 #include <algorithm>
 #include <array>
@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <unordered_map>
 
-#include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/roms/rom_builder.h"
 
 namespace gbx {
 namespace {

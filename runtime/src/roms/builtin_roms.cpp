@@ -3,8 +3,8 @@
 // the serial port, the PPU benchmark ROM and ARROWS. Each test ROM's expected output sits
 // beside it as data and is derived from Pan Docs, not from any emulator, so the CPU core and
 // mGBA can both be checked against it.
-#include "gbx/runtime/arrows_rom.h"
-#include "gbx/runtime/ppu_roms.h"
+#include "gbx/runtime/roms/arrows_rom.h"
+#include "gbx/runtime/roms/ppu_roms.h"
 #include "test_rom_kit.h"
 
 namespace gbx {

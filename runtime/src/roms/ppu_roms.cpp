@@ -1,9 +1,9 @@
-#include "gbx/runtime/ppu_roms.h"
+#include "gbx/runtime/roms/ppu_roms.h"
 
 #include <cctype>
 
-#include "gbx/runtime/asm.h"
-#include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/roms/asm.h"
+#include "gbx/runtime/roms/rom_builder.h"
 
 namespace gbx {
 

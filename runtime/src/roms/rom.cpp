@@ -1,4 +1,4 @@
-#include "gbx/runtime/rom.h"
+#include "gbx/runtime/roms/rom.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include <system_error>
 
 #include "gbx/engine/cache.h"
-#include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/roms/rom_builder.h"
 #include "gbx_abi.h"
 
 namespace gbx {

@@ -1,10 +1,10 @@
-#include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/roms/rom_builder.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
-#include "gbx/runtime/rom.h"
+#include "gbx/runtime/roms/rom.h"
 
 namespace gbx {
 namespace {

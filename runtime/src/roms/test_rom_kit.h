@@ -18,8 +18,8 @@
 #include <utility>
 #include <vector>
 
-#include "gbx/runtime/asm.h"
-#include "gbx/runtime/rom_builder.h"
+#include "gbx/runtime/roms/asm.h"
+#include "gbx/runtime/roms/rom_builder.h"
 
 namespace gbx::test_rom_kit {
 

@@ -1,4 +1,4 @@
-#include "gbx/runtime/battery_file.h"
+#include "gbx/runtime/states/battery_file.h"
 
 #include <cerrno>
 #include <chrono>

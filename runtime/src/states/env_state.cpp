@@ -1,4 +1,4 @@
-#include "gbx/runtime/env_state.h"
+#include "gbx/runtime/states/env_state.h"
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "gbx/runtime/memory_reader.h"
-#include "gbx/runtime/state_fields.h"
+#include "gbx/runtime/states/memory_reader.h"
+#include "gbx/runtime/states/state_fields.h"
 
 namespace gbx {
 namespace {

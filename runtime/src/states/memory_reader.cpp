@@ -1,4 +1,4 @@
-#include "gbx/runtime/memory_reader.h"
+#include "gbx/runtime/states/memory_reader.h"
 
 #include <map>
 #include <mutex>

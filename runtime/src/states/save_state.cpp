@@ -1,4 +1,4 @@
-#include "gbx/runtime/save_state.h"
+#include "gbx/runtime/states/save_state.h"
 
 #include <unistd.h>
 
@@ -9,9 +9,9 @@
 #include <fstream>
 
 #include "gbx/engine/cache.h"
-#include "gbx/runtime/env_state.h"
-#include "gbx/runtime/state_fields.h"
-#include "gbx/runtime/state_rules.h"
+#include "gbx/runtime/states/env_state.h"
+#include "gbx/runtime/states/state_fields.h"
+#include "gbx/runtime/states/state_rules.h"
 #include "gbx_abi.h"
 
 namespace gbx {

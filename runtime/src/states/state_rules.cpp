@@ -1,9 +1,9 @@
-#include "gbx/runtime/state_rules.h"
+#include "gbx/runtime/states/state_rules.h"
 
 #include <cstring>
 #include <functional>
 
-#include "gbx/runtime/state_fields.h"
+#include "gbx/runtime/states/state_fields.h"
 #include "gbx_abi.h"
 
 namespace gbx {

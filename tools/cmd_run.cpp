@@ -313,8 +313,8 @@ int cmd_run(const RunOptions& o) {
                 instr > 0 ? 100.0 * (double)spec / (double)instr : 0.0);
     if (tiering && be.specialize_retiers() > 0)
       std::printf(
-          "re-profiled %d time(s): the blocks' share of a profile window fell under half "
-          "its best\n",
+          "re-profiled %d time(s): a profile window left the interpreter more of its "
+          "instructions than the blocks had\n",
           be.specialize_retiers());
   }
   if (o.print_state || !o.serial) {

@@ -30,6 +30,22 @@ Rom wram_loop_rom() {
   return assembled("WRAMLOOP", a);
 }
 
+// A game that moves on only in part: the second phase still calls the first's subroutine
+// (in blocks) and adds its own loop around it, about a third of what it runs. The blocks
+// keep most of the instructions, so only the interpreter's share says the profile is stale.
+Rom partly_new_rom() {
+  Asm a;
+  a.op("LD SP,d16", 0xDFF0).op("LD HL,d16", 0x1800);
+  a.label("title").op("CALL a16", "work").op("DEC HL").op("LD A,H").op("OR L");
+  a.op("JR NZ,r8", "title");
+  a.label("game").op("CALL a16", "work").op("INC E").op("LD A,E").op("XOR d8", 0x5A);
+  a.op("LD E,A").op("INC D").op("JR r8", "game");
+  a.label("work").op("INC C").op("LD A,C").op("ADD A,d8", 3).op("LD C,A").op("INC B");
+  a.op("LD A,B").op("ADD A,d8", 5).op("LD B,A").op("SWAP A").op("XOR C").op("LD C,A");
+  a.op("RET");
+  return assembled("PARTLYNEW", a);
+}
+
 BackendConfig config(int auto_frames) {
   BackendConfig cfg;
   cfg.num_envs = 2;
@@ -105,4 +121,17 @@ TEST_CASE("auto stops re-profiling when a re-profile does not lift the blocks' s
   CAPTURE(shares);
   CHECK(r.retiers == 1);
   CHECK(r.shares.back() < 0.1);
+}
+
+TEST_CASE("auto re-profiles when the interpreter's share grows, though blocks keep the most") {
+  const Run r = run_beside_interpreter(partly_new_rom(), 48);
+  const std::string shares = r.text();
+  CAPTURE(shares);
+  CHECK(r.retiers == 1);
+  CHECK(r.shares[6] > 0.9);
+  // The second phase before the re-profile: blocks still carry more than half of it.
+  bool partly = false;
+  for (size_t i = 10; i < 30; ++i) partly = partly || (r.shares[i] > 0.5 && r.shares[i] < 0.8);
+  CHECK(partly);
+  for (size_t i = r.shares.size() - 4; i < r.shares.size(); ++i) CHECK(r.shares[i] > 0.9);
 }

@@ -38,6 +38,8 @@
 #define GBX_IRQ_HBLANK_LEAD_FIRST 0
 // A halted CPU sees a PPU request this many dots later than a running one (halt_wake_bound).
 #define GBX_HALT_IRQ_LATE 2
+// ... and the timer's request this many (one M-cycle, halt_wake_bound).
+#define GBX_HALT_TIMER_LATE 4
 #define GBX_OAM_PULSE_DOTS 4
 
 GBX_FN bool ppu_lcd_on(Machine& b) { return (*io_reg(b, 0xFF40) & 0x80) != 0; }
@@ -331,13 +333,20 @@ GBX_FN void ppu_service(Machine& b, i64 now) {
 // wakes it one M-cycle after running code would take it (mooneye hblank_ly_scx_timing-GS woken
 // from HALT against gbmicrotest hblank_int_scx* from running code, both on a DMG); one in the
 // M-cycle's first dots wakes it when running code would take it (mooneye halt_ime1_timing2-GS:
-// VBlank). Other events are not moved.
+// VBlank). The timer's request (IF bit 2, raised on an M-cycle edge, hw/timer.h) the halted
+// CPU latches a whole M-cycle after running code sees it (the same tock_cpu: the timer bit of
+// intf_halt_latch is latched at phase A, "this one latches funny, some hardware bug", and read
+// for the wake-up at the next phase A): gbmicrotest int_timer_halt (woken from HALT) and
+// int_timer_nops (running code), both with the timer restarted by a DIV write. Other events
+// are not moved.
 GBX_NOINLINE i64 halt_wake_bound(const Machine& b, i64 until) {
-  if (until != b.ppu_event) return until;
-  i64 other = b.timer_event < b.joyp_event ? b.timer_event : b.joyp_event;
-  other = GBX_COLD(b, serial_event) < other ? GBX_COLD(b, serial_event) : other;
+  const bool ppu = until == b.ppu_event;
+  if (!ppu && until != b.timer_event) return until;
+  i64 other = b.joyp_event < GBX_COLD(b, serial_event) ? b.joyp_event : GBX_COLD(b, serial_event);
+  if (!ppu && b.ppu_event < other) other = b.ppu_event;
+  if (ppu && b.timer_event < other) other = b.timer_event;
   if (b.dma_pending && b.dma_end - 640 < other) other = b.dma_end - 640;
-  const i64 late = until + GBX_HALT_IRQ_LATE;
+  const i64 late = until + (ppu ? GBX_HALT_IRQ_LATE : GBX_HALT_TIMER_LATE);
   return late < other ? late : other;
 }
 

@@ -98,26 +98,31 @@ GBX_FN bool timer_signal(const Machine& b, u8 tac, i64 at) {
   return (tac & 4) && (((at - GBX_COLD(b, div_epoch)) >> (timer_shift(tac) - 1)) & 1);
 }
 
+// The counter restarts from the first dot of the write's M-cycle (`now`, io_time, is its
+// second), so its M-cycle count steps on the CPU's M-cycle edges as the hand-over's does
+// (kDivCounterAtReset puts it on the M-cycle grid): GateBoy (aappleby/metroboy LogicBoy.cpp)
+// clears reg_div, a count of M-cycles, during the write and increments it on the HA clock
+// edge, so the falling edges TIMA counts, and its overflows, fall on M-cycle edges there too.
 GBX_FN void timer_write_div(Machine& b, i64 now) {
   timer_sync(b, now);
   // Resetting the counter while the selected bit is 1 is a falling edge: TIMA ticks.
   const bool edge = timer_signal(b, *io_reg(b, 0xFF07), now);
-  GBX_COLD(b, div_epoch) = now;
-  if (edge) timer_tick_at(b, now);
+  GBX_COLD(b, div_epoch) = now - 1;
+  if (edge) timer_tick_at(b, now - 1);
 }
 
 // Pan Docs "Timer obscure behaviour" (DMG): a TAC write that takes the multiplexer output
 // from 1 to 0 (disabling, or selecting a bit that is 0) is a falling edge: TIMA ticks. The
-// tick counts one M-cycle before the write's time point, so an overflow it causes reloads
-// and requests the interrupt by the end of the writing M-cycle: mooneye rapid_toggle
-// (verified on DMG/MGB/SGB/SGB2/CGB/AGB) takes that interrupt before the next instruction
-// (BC = FFD9). A DIV write's tick (tim*_div_trigger) stays at the write.
+// tick counts at the first dot of the write's M-cycle, as a DIV write's (timer_write_div), so
+// an overflow it causes reloads and requests the interrupt at the end of the writing M-cycle
+// (GateBoy: MOBA_TIMER_OVERFLOWp rises on the next HA edge): mooneye rapid_toggle (verified
+// on DMG/MGB/SGB/SGB2/CGB/AGB) takes that interrupt before the next instruction (BC = FFD9).
 GBX_FN void timer_write_tac(Machine& b, i64 now, u8 v) {
   timer_sync(b, now);
   const u8 old = *io_reg(b, 0xFF07);
   const u8 tac = (u8)(0xF8 | v);
   *io_reg(b, 0xFF07) = tac;
-  if (timer_signal(b, old, now) && !timer_signal(b, tac, now)) timer_count(b, 1, now - 4, 16, now);
+  if (timer_signal(b, old, now) && !timer_signal(b, tac, now)) timer_count(b, 1, now - 1, 16, now);
 }
 
 GBX_FN void timer_write_tima(Machine& b, i64 now, u8 v) {

@@ -12,18 +12,9 @@
 
 #include "gbx/engine/result.h"
 #include "gbx/engine/synthesis.h"
+#include "gbx/runtime/outputs/mem_region.h"
 
 namespace gbx {
-
-// A bus range [lo, hi) given as "LO:HI" in hex (HI exclusive, LO < HI <= 0x10000).
-struct MemRegion {
-  uint32_t lo = 0, hi = 0;
-  std::string label() const;     // "C000:C100"
-  std::string file_tag() const;  // "C000_C100"
-};
-// `flag` names the option in error messages.
-Result<MemRegion> parse_mem_region(const std::string& text,
-                                   const std::string& flag = "--mem-region");
 
 // Test-only fault: after step `step` (1-based) the dut's register `reg` is corrupted.
 struct FaultSpec {

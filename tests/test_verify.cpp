@@ -43,13 +43,7 @@ void check_one_line_error(const test::CommandResult& r, int exit_code, const std
   CHECK(r.output.find(needle) != std::string::npos);
 }
 
-// The bundle directory named on a verdict line ("...; bundle: PATH").
-fs::path bundle_of(const std::string& output) {
-  const auto at = output.find("bundle: ");
-  if (at == std::string::npos) return {};
-  std::string path = output.substr(at + 8);
-  return path.substr(0, path.find('\n'));
-}
+using test::bundle_of;
 
 }  // namespace
 
@@ -119,7 +113,7 @@ TEST_CASE("hold:H:R presses one seeded button for H frames, then none for R") {
   // Frame counts that a step would split are refused by verify.
   VerifyOptions o;
   o.actions = *a;
-  o.frames_per_step = 3;
+  o.options["frames_per_step"] = int64_t{3};
   o.steps = 2;
   auto rep = run_verify(o);
   REQUIRE_FALSE(rep.ok());
@@ -326,7 +320,7 @@ VerifyOptions screen_verify(const std::string& rom, const fs::path& out, int64_t
   o.rom = rom;
   o.steps = steps;
   o.screen = true;
-  o.stage = Stage::EmulateOnly;
+  o.options["stage"] = std::string("emulate_only");
   o.out_dir = out;
   o.compare_every = 5;
   return o;
@@ -425,7 +419,7 @@ TEST_CASE("verify --screen: a differing screen is found and pictured in the bund
   o.rom = rom.string();
   o.steps = 4;
   o.screen = true;
-  o.stage = Stage::EmulateOnly;
+  o.options["stage"] = std::string("emulate_only");
   o.out_dir = d.path;
   auto rep = run_verify(o);
   REQUIRE_MESSAGE(rep.ok(), (rep.ok() ? "" : rep.error().message));

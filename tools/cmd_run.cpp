@@ -31,8 +31,8 @@ using namespace gbx;
 struct RunOptions {
   // The declared options (gbx/runtime/backends/options.h): --envs, --backend, --stage, --ppu, ...
   OptionValues opts;
-  int64_t num(const char* name) const { return std::get<int64_t>(opts.at(name)); }
-  const std::string& text(const char* name) const { return std::get<std::string>(opts.at(name)); }
+  int64_t num(const char* name) const { return option_int(opts, name); }
+  const std::string& text(const char* name) const { return option_text(opts, name); }
 
   std::string rom = "builtin:ALU_LOOP";
   long long frames = 60;

@@ -12,6 +12,7 @@
 
 #include "gbx/engine/result.h"
 #include "gbx/engine/synthesis.h"
+#include "gbx/runtime/backends/options.h"
 #include "gbx/runtime/outputs/mem_region.h"
 
 namespace gbx {
@@ -56,16 +57,17 @@ struct VerifyOptions {
       "off";  // off | profile:FILE | auto[:N] (gbx/runtime/backends/specialize.h)
   std::string rom = "builtin:ALU_LOOP";  // as given: "builtin:NAME" or a path
   int64_t steps = 1024;
-  int frames_per_step = 1;
+  // The declared options of gbx-run verify (gbx/runtime/backends/options.h):
+  // --frames-per-step, --stage, --ppu, --layout, --rtc-lock; one absent takes the command
+  // line's default (with_defaults). Both backends' BackendConfig is made from them
+  // (apply_options).
+  OptionValues options;
+  // The DUT's per-env memory layout when it differs from the options' --layout.
+  std::optional<MemLayout> dut_layout;
   int64_t compare_every = 1;
   std::vector<MemRegion> regions;
   ActionSchedule actions;
   uint64_t seed = 0;
-  Stage stage = Stage::FullStep;
-  bool rtc_lock = false;                       // cartridge clocks frozen (both kernel backends)
-  MemLayout layout = MemLayout::EnvMajor;      // per-env memory layout of the reference
-  MemLayout dut_layout = MemLayout::EnvMajor;  // and of the DUT
-  PpuModel ppu = kDefaultPpu;                  // pixel model of both kernel backends
   // Also compare the screens (each backend's last complete frame as shades 0-3; mGBA's
   // output colours are mapped to shades by their grey level). Both backends then draw.
   bool screen = false;

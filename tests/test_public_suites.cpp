@@ -135,7 +135,7 @@ Outcome run_one(const fs::path& root, const std::string& rel, PpuModel ppu) {
   o.rule = plan.rule;
   o.expect_png = plan.expect_png;
   o.max_frames = frame_limit(plan.suite);
-  o.ppu = ppu;
+  o.options["ppu"] = std::string(to_string(ppu));
   auto r = run_test_rom(rom.value(), o);
   if (!r) return {"FAIL", "error: " + r.error().message};
   const std::string how = r->convention.empty() ? "" : r->convention + ": ";

@@ -83,7 +83,7 @@ TEST_CASE("parse_env_list") {
   }
 }
 
-TEST_CASE("bench writes one sweep JSON with the design's fields") {
+TEST_CASE("bench writes one sweep JSON with its schema's fields") {
   test::TempDir d;
   for (const std::string backend : {"cpu", "mgba"}) {
     CAPTURE(backend);

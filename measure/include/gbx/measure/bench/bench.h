@@ -1,5 +1,6 @@
 #pragma once
-// Throughput sweeps (design section 5) and the report that sets them side by side.
+// Throughput sweeps and the report that sets them side by side (docs/cli/tools.md,
+// docs/benchmarks/index.md).
 //
 // A sweep runs one backend over a list of env counts. For each count the backend is created
 // (kernel compiled or loaded, state allocated) and warmed up before the clock starts; only

@@ -1,7 +1,7 @@
 #pragma once
 // Differential verification: one env on a reference backend and one on a backend under test
 // (dut), reset alike and fed the same action every step, compared every `compare_every`
-// steps (design section 5). The first mismatch is narrowed to the first divergent step and
+// steps (docs/verify.md). The first mismatch is narrowed to the first divergent step and
 // written out as a mismatch bundle a developer can replay with its repro.sh.
 #include <cstdint>
 #include <filesystem>

@@ -1,4 +1,4 @@
-// gbx-run testrom: PASS/FAIL per test ROM by its suite's pass rule (runtime/testrom.h).
+// gbx-run testrom: PASS/FAIL per test ROM by its suite's pass rule (gbx/measure/verify/testrom.h).
 #include <cctype>
 #include <cstdio>
 #include <filesystem>

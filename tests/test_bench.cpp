@@ -83,7 +83,7 @@ TEST_CASE("parse_env_list") {
   }
 }
 
-TEST_CASE("bench writes one sweep JSON with the design's fields") {
+TEST_CASE("bench writes one sweep JSON with its schema's fields") {
   test::TempDir d;
   for (const std::string backend : {"cpu", "mgba"}) {
     CAPTURE(backend);
@@ -425,10 +425,10 @@ TEST_CASE("bench --seconds: the window ends at the first step past it on the clo
   for (const int64_t sync_every : {0, 64}) {
     CAPTURE(sync_every);
     BenchOptions o;
-    o.backend = "cpu";
+    o.options["backend"] = std::string("cpu");
     o.envs = {1};
-    o.threads = 1;
-    o.stage = Stage::EmulateOnly;
+    o.options["threads"] = int64_t{1};
+    o.options["stage"] = std::string("emulate_only");
     o.warmup_steps = 1;
     o.target_seconds = 2;
     o.sync_every = sync_every;

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <random>
 
+#include "gbx/runtime/outputs/mem_region.h"
 #include "gbx/runtime/roms/rom.h"
 #include "gbx/runtime/roms/rom_builder.h"
 #include "test_util.h"
@@ -156,6 +157,31 @@ TEST_CASE("header checksum, size byte, cartridge type: run and verify") {
                        "says 32 KiB but the file is 65536 bytes");
   check_one_line_error(run_command(verify(d.path / "doubled.gb")), 2,
                        "says 32 KiB but the file is 65536 bytes");
+}
+
+TEST_CASE("parse_mem_region accepts hex LO:HI and names what is wrong otherwise") {
+  auto r = parse_mem_region("C000:C100");
+  REQUIRE(r.ok());
+  CHECK(r->lo == 0xC000);
+  CHECK(r->hi == 0xC100);
+  CHECK(r->label() == "C000:C100");
+  auto full = parse_mem_region("0:10000");
+  REQUIRE(full.ok());
+  CHECK(full->hi == 0x10000);
+  CHECK(parse_mem_region("ff80:ffff").ok());
+
+  const std::pair<std::string, std::string> bad[] = {
+      {"C100:C000", "below"}, {"C000:C000", "below"}, {"XYZ", "LO:HI"},
+      {"0:10001", "at most"}, {"G000:H000", "hex"},   {":C000", "hex"},
+      {"C000:", "hex"},       {"1:2:3", "LO:HI"},     {"0x10:0x20", "hex"}};
+  for (const auto& [text, needle] : bad) {
+    CAPTURE(text);
+    auto e = parse_mem_region(text);
+    REQUIRE_FALSE(e.ok());
+    CHECK(e.error().kind == ErrorKind::Usage);
+    CHECK(e.error().message.find(needle) != std::string::npos);
+    CHECK(e.error().message.find('\n') == std::string::npos);
+  }
 }
 
 TEST_CASE("bad CLI values give one-line errors with exit code 2") {

@@ -152,7 +152,8 @@ TEST_CASE("throughput launch shape: H100, A100 and L4 attribute sets") {
       if (envs >= kDefaultBlockSize * sms) CHECK(s.block == kDefaultBlockSize);
     }
   }
-  // The case: 8192 envs made ~10 blocks of 896 for 132 SMs; now 256 blocks of 32.
+  // 8192 envs on 132 SMs: 256 blocks of 32, every SM busy (blocks of 896 would be ~10, most
+  // SMs idle).
   CHECK(throughput_launch_shape({132, 1024}, 8192).block == 32);
   CHECK(throughput_launch_shape({132, 1024}, 8192).grid == 256);
   CHECK(throughput_launch_shape({132, 1024}, 16384).block == 64);

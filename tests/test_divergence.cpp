@@ -176,8 +176,8 @@ DivergenceOptions split_options(const std::filesystem::path& dir, int warps, int
   DivergenceOptions o;
   o.rom = rom.string();
   o.warps = warps;
-  o.frames_per_step = 2;
-  o.release_after_frames = -1;
+  o.options["frames_per_step"] = int64_t{2};
+  o.options["release_after_frames"] = int64_t{-1};
   o.steps = steps;
   o.actions = actions.string();
   return o;

@@ -27,10 +27,10 @@ GameProfileOptions opts(bool plan) {
   GameProfileOptions o;
   o.frames = 48;
   o.run.frames = 24;  // the plan's profile
-  o.run.frames_per_step = 24;
-  o.run.release_after_frames = 8;
+  o.run.options["frames_per_step"] = int64_t{24};
+  o.run.options["release_after_frames"] = int64_t{8};
   o.run.actions = "none";
-  o.run.envs = 1;
+  o.run.options["num_envs"] = int64_t{1};
   o.plan = plan;
   return o;
 }

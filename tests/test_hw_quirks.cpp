@@ -134,8 +134,8 @@ TEST_CASE("STOP holds DIV and the timer, and ends only on a selected joypad line
 // mooneye intr_2_mode0_timing_sprites method) and the test finds the first read in mode 0.
 // One X=0 object with SCX=6 (SCX % 8 = 6 and 11 dots) must end mode 3 exactly where two X=0
 // objects with SCX=0 do (11 + 6 dots), a case mooneye's test verifies on hardware. (Reads
-// from the boot-time LCD fall 1 dot into the line's 4-dot grid: the old 12-dot X=0 penalty
-// at SCX=6 ended mode 3 one dot after the two-object case, across a read point.)
+// from the boot-time LCD fall 1 dot into the line's 4-dot grid: a 12-dot X=0 penalty at
+// SCX=6 would end mode 3 one dot after the two-object case, across a read point.)
 namespace {
 
 constexpr int kSweepFirst = 40, kSweepReads = 40;

@@ -1,11 +1,13 @@
 // The option declaration (gbx/runtime/backends/options.h) against every CLI surface: each
-// subcommand's
-// --help shows exactly the declared flags of its surface with the surface's default, and no
-// declared flag the declaration does not give it; apply_options builds BackendConfig from it.
+// subcommand's --help shows exactly the declared flags of its surface with the surface's default,
+// and no declared flag the declaration does not give it; apply_options builds BackendConfig from
+// it, and bench's and verify's kernels come from the declared values given on their command line.
 // (Python's surfaces: tests/python/test_options.py.)
 #include <doctest/doctest.h>
 
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -103,6 +105,62 @@ TEST_CASE("apply_options: BackendConfig from declared values, errors naming the 
   // An option the surface does not take.
   CHECK(!apply_options({{"seen_capacity", int64_t{8}}}, kRun, *rom, cfg).ok());
   CHECK(!apply_options({{"no_such_option", int64_t{8}}}, kNative, *rom, cfg).ok());
+}
+
+namespace {
+
+// The synthesis parameters of the cached kernel `key` (gbx-synth cache show's "synthesis" line).
+std::string kernel_params(const std::string& key) {
+  const auto r = test::run_command(test::tool("gbx-synth") + " cache show " + key);
+  REQUIRE(r.exit_code == 0);
+  const auto at = r.output.find("synthesis ");
+  REQUIRE(at != std::string::npos);
+  return r.output.substr(at, r.output.find('\n', at) - at);
+}
+
+}  // namespace
+
+TEST_CASE("bench and verify make their kernel from the declared options on their command line") {
+  // Declared kernel options at values other than their defaults: each must reach the
+  // BackendConfig the command makes (apply_options), so the kernel it compiled shows them.
+  const std::vector<std::pair<std::string, std::string>> given = {
+      {"stage", "emulate_only"}, {"layout", "interleaved"}, {"rtc_lock", ""}};
+  const std::vector<std::string> want = {"stage=emulate_only;", ";layout=interleaved",
+                                         ";rtc_lock=1"};
+  std::string args;
+  for (const auto& [name, value] : given) {
+    const OptionDecl* d = find_option(name);
+    REQUIRE(d);
+    CHECK(d->on(kBench));
+    CHECK(d->on(kVerify));
+    CHECK(cli_default(d->default_on(kBench)) != (value.empty() ? "true" : value));
+    args += " " + d->flag + (value.empty() ? "" : " " + value);
+  }
+  test::TempDir dir;
+  std::vector<std::pair<std::string, std::string>> kernels;  // (command, cache key)
+  const auto bench = test::run_command(
+      test::tool("gbx-run") + " bench --backend cpu --rom builtin:ALU_LOOP --envs 1 --steps 1 " +
+      "--warmup-steps 0 --threads 1" + args + " --json '" + (dir.path / "sweep.json").string() +
+      "' 2>&1");
+  REQUIRE_MESSAGE(bench.exit_code == 0, bench.output);
+  std::ifstream sweep(dir.path / "sweep.json");
+  kernels.emplace_back(
+      "bench", nlohmann::json::parse(sweep).at("config").at("kernel_key").get<std::string>());
+  // A fault from the first step: verify writes a bundle naming both backends' kernels.
+  const auto verify = test::run_command(
+      test::tool("gbx-run") + " verify --ref cpu --dut cpu --rom builtin:ALU_LOOP --steps 2 " +
+      "--inject-fault 1:A" + args + " --out '" + dir.path.string() + "' 2>&1");
+  REQUIRE_MESSAGE(verify.exit_code == 1, verify.output);
+  std::ifstream meta(test::bundle_of(verify.output) / "metadata.json");
+  const auto keys = nlohmann::json::parse(meta).at("kernel_cache_keys");
+  kernels.emplace_back("verify ref", keys.at("ref").get<std::string>());
+  kernels.emplace_back("verify dut", keys.at("dut").get<std::string>());
+  for (const auto& [command, key] : kernels) {
+    CAPTURE(command);
+    const std::string params = kernel_params(key);
+    CAPTURE(params);
+    for (const std::string& w : want) CHECK(params.find(w) != std::string::npos);
+  }
 }
 
 TEST_CASE("the declaration is well formed") {

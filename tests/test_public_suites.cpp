@@ -1,8 +1,9 @@
 // The public test-ROM suites (../shared/testroms: mooneye-test-suite, blargg's ROMs, dmg-acid2,
-// Mealybug Tearoom, gbmicrotest), each ROM judged by its own suite's rule (runtime/testrom.h,
-// chosen from the ROM's path as `gbx-run testrom` does), held against tests/data/public_suites.tsv:
-// a regression AND an unexpected pass fail the test, so the file stays true. One summary line per
-// suite. Skips, saying so, when the ROMs are not there ($GBX_TESTROMS_DIR overrides the place).
+// Mealybug Tearoom, gbmicrotest), each ROM judged by its own suite's rule
+// (gbx/measure/verify/testrom.h, chosen from the ROM's path as `gbx-run testrom` does), held
+// against tests/data/public_suites.tsv: a regression AND an unexpected pass fail the test, so the
+// file stays true. One summary line per suite. Skips, saying so, when the ROMs are not there
+// ($GBX_TESTROMS_DIR overrides the place).
 //
 // The pixel-FIFO renderer (ppu=fifo, docs/machine/ppu-fifo.md) runs the mooneye, dmg-acid2 and
 // Mealybug ROMs again (gbmicrotest's register timing is the line renderer's, hw/ppu.h), held
@@ -135,7 +136,7 @@ Outcome run_one(const fs::path& root, const std::string& rel, PpuModel ppu) {
   o.rule = plan.rule;
   o.expect_png = plan.expect_png;
   o.max_frames = frame_limit(plan.suite);
-  o.ppu = ppu;
+  o.options["ppu"] = std::string(to_string(ppu));
   auto r = run_test_rom(rom.value(), o);
   if (!r) return {"FAIL", "error: " + r.error().message};
   const std::string how = r->convention.empty() ? "" : r->convention + ": ";

@@ -237,7 +237,7 @@ TEST_CASE("assembler: immediates, labels and jumps") {
   }
 }
 
-TEST_CASE("assembler reproduces the design's micro-ROM programs") {
+TEST_CASE("assembler reproduces the micro-ROMs' programs (ALU_LOOP, MEM_RWB)") {
   Asm alu;
   alu.op("LD A,d8", 0).op("LD B,d8", 0).label("loop").op("INC A").op("ADD A,B").op("INC B");
   alu.op("JR r8", "loop");
@@ -289,7 +289,7 @@ TEST_CASE("every builtin ROM has a valid header") {
   CHECK(gbx::find_builtin_rom("NOPE") == nullptr);
 }
 
-TEST_CASE("design micro-ROMs carry the exact program bytes") {
+TEST_CASE("the micro-ROMs ALU_LOOP and MEM_RWB carry the exact program bytes") {
   auto alu = gbx::load_rom("builtin:ALU_LOOP");
   REQUIRE(alu.ok());
   CHECK(alu->bytes.size() == 32768);

@@ -62,7 +62,7 @@ Rom builtin(const char* name) {
   return r.value();
 }
 
-// The design's formulas, written out independently of templates/epilogs/.
+// reward_v0's and obs_v0's formulas, written out independently of templates/epilogs/.
 float expect_reward(const CpuState& s, const uint8_t* wram) {
   return (float)((s.a ^ ((wram[0] + 3 * wram[1]) & 0xFF)) & 0xFF) / 255.0f;
 }

@@ -293,11 +293,11 @@ TEST_CASE("OAM DMA then HALT: whole steps, parts and mGBA draw the same objects"
   o.dut = "cpu";
   o.rom = rom_path.string();
   o.steps = 100;
-  o.frames_per_step = kStepFrames;
+  o.options["frames_per_step"] = int64_t{kStepFrames};
   o.screen = true;
   o.actions = ActionSchedule(ActionGen::SeededRandom);
   o.seed = 7;
-  o.stage = Stage::EmulateOnly;
+  o.options["stage"] = std::string("emulate_only");
   o.out_dir = d.path / "verify";
   auto rep = run_verify(o);
   REQUIRE_MESSAGE(rep.ok(), (rep ? "" : rep.error().message));

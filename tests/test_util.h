@@ -48,6 +48,14 @@ inline std::string tool(const std::string& name) {
   return std::string(GBX_TEST_TOOLS_DIR) + "/" + name;
 }
 
+// The mismatch bundle directory named on gbx-run verify's verdict line ("...; bundle: PATH").
+inline std::filesystem::path bundle_of(const std::string& output) {
+  const auto at = output.find("bundle: ");
+  if (at == std::string::npos) return {};
+  std::string path = output.substr(at + 8);
+  return path.substr(0, path.find('\n'));
+}
+
 inline int count_lines(const std::string& s) {
   int n = 0;
   for (char c : s) n += c == '\n';

@@ -43,40 +43,9 @@ void check_one_line_error(const test::CommandResult& r, int exit_code, const std
   CHECK(r.output.find(needle) != std::string::npos);
 }
 
-// The bundle directory named on a verdict line ("...; bundle: PATH").
-fs::path bundle_of(const std::string& output) {
-  const auto at = output.find("bundle: ");
-  if (at == std::string::npos) return {};
-  std::string path = output.substr(at + 8);
-  return path.substr(0, path.find('\n'));
-}
+using test::bundle_of;
 
 }  // namespace
-
-TEST_CASE("parse_mem_region accepts hex LO:HI and names what is wrong otherwise") {
-  auto r = parse_mem_region("C000:C100");
-  REQUIRE(r.ok());
-  CHECK(r->lo == 0xC000);
-  CHECK(r->hi == 0xC100);
-  CHECK(r->label() == "C000:C100");
-  auto full = parse_mem_region("0:10000");
-  REQUIRE(full.ok());
-  CHECK(full->hi == 0x10000);
-  CHECK(parse_mem_region("ff80:ffff").ok());
-
-  const std::pair<std::string, std::string> bad[] = {
-      {"C100:C000", "below"}, {"C000:C000", "below"}, {"XYZ", "LO:HI"},
-      {"0:10001", "at most"}, {"G000:H000", "hex"},   {":C000", "hex"},
-      {"C000:", "hex"},       {"1:2:3", "LO:HI"},     {"0x10:0x20", "hex"}};
-  for (const auto& [text, needle] : bad) {
-    CAPTURE(text);
-    auto e = parse_mem_region(text);
-    REQUIRE_FALSE(e.ok());
-    CHECK(e.error().kind == ErrorKind::Usage);
-    CHECK(e.error().message.find(needle) != std::string::npos);
-    CHECK(e.error().message.find('\n') == std::string::npos);
-  }
-}
 
 TEST_CASE("parse_fault_spec takes STEP:REG") {
   auto f = parse_fault_spec("37:a");
@@ -144,7 +113,7 @@ TEST_CASE("hold:H:R presses one seeded button for H frames, then none for R") {
   // Frame counts that a step would split are refused by verify.
   VerifyOptions o;
   o.actions = *a;
-  o.frames_per_step = 3;
+  o.options["frames_per_step"] = int64_t{3};
   o.steps = 2;
   auto rep = run_verify(o);
   REQUIRE_FALSE(rep.ok());
@@ -351,7 +320,7 @@ VerifyOptions screen_verify(const std::string& rom, const fs::path& out, int64_t
   o.rom = rom;
   o.steps = steps;
   o.screen = true;
-  o.stage = Stage::EmulateOnly;
+  o.options["stage"] = std::string("emulate_only");
   o.out_dir = out;
   o.compare_every = 5;
   return o;
@@ -450,7 +419,7 @@ TEST_CASE("verify --screen: a differing screen is found and pictured in the bund
   o.rom = rom.string();
   o.steps = 4;
   o.screen = true;
-  o.stage = Stage::EmulateOnly;
+  o.options["stage"] = std::string("emulate_only");
   o.out_dir = d.path;
   auto rep = run_verify(o);
   REQUIRE_MESSAGE(rep.ok(), (rep.ok() ? "" : rep.error().message));

@@ -20,30 +20,21 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 struct BenchCli {
-  // The declared options' defaults are the declaration's (add_declared sets them).
-  std::string backend;
+  // The declared options (--backend, --stage, --ppu, ...), with the declaration's defaults
+  // (add_declared sets them).
+  OptionValues opts;
   std::string rom = "builtin:ALU_LOOP";
   std::string envs = "1,8,64,512,2048,8192";
   long long steps = 0;
   double seconds = 2.0;
   long long warmup_steps = 3;
-  int frames_per_step{};
-  int release_after_frames{};
-  std::string stage;
-  int threads{};
   long long sync_every = 64;
-  int device_index{};
-  int block_size{};
   std::string label;
   std::string actions = "random";
   unsigned long long action_seed = 1;
   std::string json_path;
   std::string out = "artifacts";
   bool verbose = false;
-  bool rtc_lock{};
-  std::string ppu;
-  std::string layout;
-  std::string specialize;
   std::string load_state;
 };
 
@@ -63,7 +54,7 @@ std::string sanitize(const std::string& s) {
 
 int cmd_bench(const BenchCli& c) {
   BenchOptions o;
-  o.backend = c.backend;
+  o.options = c.opts;
   o.rom = c.rom;
   auto envs = parse_env_list(c.envs);
   if (!envs) return tool::fail(envs.error());
@@ -73,27 +64,11 @@ int cmd_bench(const BenchCli& c) {
   o.steps = c.steps;
   o.target_seconds = c.seconds;
   o.warmup_steps = c.warmup_steps;
-  o.frames_per_step = c.frames_per_step;
-  o.release_after_frames = c.release_after_frames;
-  auto stage = parse_stage(c.stage);
-  if (!stage) return tool::fail(make_error(ErrorKind::Usage, "unknown stage '" + c.stage + "'"));
-  o.stage = *stage;
-  o.threads = c.threads;
-  o.rtc_lock = c.rtc_lock;
-  auto layout = parse_mem_layout(c.layout);
-  if (!layout)
-    return tool::fail(make_error(ErrorKind::Usage,
-                                 "unknown --layout '" + c.layout + "' (env_major, interleaved)"));
-  o.layout = *layout;
-  o.ppu = parse_ppu_model(c.ppu).value_or(kDefaultPpu);  // checked by CLI11
   o.sync_every = c.sync_every;
-  o.block_size = c.block_size;
-  o.device_index = c.device_index;
   o.label = c.label;
   o.actions = c.actions;
   o.action_seed = c.action_seed;
   o.verbose = c.verbose;
-  o.specialize = c.specialize;
   o.load_state = c.load_state;
   // A live line on a terminal; in a log, one line per finished env count.
   const bool tty = isatty(STDERR_FILENO);
@@ -111,7 +86,7 @@ int cmd_bench(const BenchCli& c) {
     path = fs::path(c.out) / "bench" /
            (s.value("created_utc", utc_timestamp()) + "_" +
             sanitize(s["config"]["rom"].value("name", "rom")) + "_" +
-            sanitize(s["config"].value("label", c.backend)) + ".json");
+            sanitize(s["config"].value("label", option_text(c.opts, "backend"))) + ".json");
   std::error_code ec;
   if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
   std::ofstream f(path);
@@ -128,12 +103,10 @@ struct StagesCli {
   InterleavedBenchOptions o;
   std::string envs = "64";
   std::vector<std::string> variants = {"emulate_only", "obs_only:pixels"};
-  std::string ppu;
 };
 
 int cmd_bench_stages(StagesCli& c) {
   c.o.variants.clear();
-  c.o.ppu = parse_ppu_model(c.ppu).value_or(kDefaultPpu);  // checked by CLI11
   for (const std::string& v : c.variants) {
     auto parsed = parse_stage_variant(v);
     if (!parsed) return tool::fail(parsed.error());
@@ -150,8 +123,9 @@ int cmd_bench_stages(StagesCli& c) {
   std::printf(
       "rom %s  backend %s  envs %s  frames/step %d  actions %s  %d rounds x %d steps, "
       "interleaved\n",
-      c.o.rom.c_str(), c.o.backend.c_str(), envs.c_str(), c.o.frames_per_step, c.o.actions.c_str(),
-      c.o.rounds, c.o.steps_per_round);
+      c.o.rom.c_str(), c.o.backend.c_str(), envs.c_str(),
+      (int)option_int(c.o.options, "frames_per_step"), c.o.actions.c_str(), c.o.rounds,
+      c.o.steps_per_round);
   // "vs first": total frames/s over the first variant's at the same env count; "median":
   // the median over rounds of the same ratio taken round by round.
   std::printf("%-28s %6s %12s %9s %9s %8s %9s %13s\n", "variant", "envs", "frames/s", "seconds",
@@ -186,7 +160,7 @@ void register_bench(CLI::App& app, Commands& cmds) {
   static BenchCli b;
   auto* c = app.add_subcommand(
       "bench", "throughput sweep of one backend over env counts; writes one JSON per sweep");
-  add_declared(c, kBench, "backend", b.backend);
+  add_declared(c, kBench, "backend", b.opts);
   c->add_option("--rom", b.rom, "ROM path or builtin:NAME")->capture_default_str();
   c->add_option("--envs", b.envs, "comma-separated env counts")->capture_default_str();
   c->add_option("--steps", b.steps,
@@ -196,16 +170,16 @@ void register_bench(CLI::App& app, Commands& cmds) {
       ->capture_default_str();
   c->add_option("--warmup-steps", b.warmup_steps, "untimed steps before the clock starts")
       ->capture_default_str();
-  add_declared(c, kBench, "frames_per_step", b.frames_per_step);
-  add_declared(c, kBench, "release_after_frames", b.release_after_frames);
-  add_declared(c, kBench, "stage", b.stage);
-  add_declared(c, kBench, "threads", b.threads);
+  add_declared(c, kBench, "frames_per_step", b.opts);
+  add_declared(c, kBench, "release_after_frames", b.opts);
+  add_declared(c, kBench, "stage", b.opts);
+  add_declared(c, kBench, "threads", b.opts);
   c->add_option("--sync-every", b.sync_every,
                 "cuda: sync every K steps (0 = only at the end; always at the end)")
       ->capture_default_str();
-  add_declared(c, kBench, "device_index", b.device_index);
-  add_declared(c, kBench, "block_size", b.block_size);
-  add_declared(c, kBench, "specialize", b.specialize);
+  add_declared(c, kBench, "device_index", b.opts);
+  add_declared(c, kBench, "block_size", b.opts);
+  add_declared(c, kBench, "specialize", b.opts);
   c->add_option("--load-state", b.load_state,
                 "save state every env starts from (gbx-run run --save-state; for mgba, one "
                 "saved by --backend mgba)");
@@ -217,9 +191,9 @@ void register_bench(CLI::App& app, Commands& cmds) {
   c->add_option("--seed", b.action_seed, "seed of --actions random")->capture_default_str();
   c->add_option("--json", b.json_path, "write the sweep here instead of OUT/bench/");
   c->add_option("--out", b.out, "output root")->capture_default_str();
-  add_declared(c, kBench, "rtc_lock", b.rtc_lock);
-  add_declared(c, kBench, "ppu", b.ppu);
-  add_declared(c, kBench, "layout", b.layout);
+  add_declared(c, kBench, "rtc_lock", b.opts);
+  add_declared(c, kBench, "ppu", b.opts);
+  add_declared(c, kBench, "layout", b.opts);
   c->add_flag("--verbose", b.verbose, "backend logs");
   cmds.emplace_back(c, [] { return cmd_bench(b); });
 
@@ -233,8 +207,8 @@ void register_bench(CLI::App& app, Commands& cmds) {
                  "envs per variant; a list (64,256) times every variant at every count in the "
                  "same rounds")
       ->capture_default_str();
-  add_declared(sc, kBenchStages, "frames_per_step", st.o.frames_per_step);
-  add_declared(sc, kBenchStages, "threads", st.o.threads);
+  add_declared(sc, kBenchStages, "frames_per_step", st.o.options);
+  add_declared(sc, kBenchStages, "threads", st.o.options);
   sc->add_option("--rounds", st.o.rounds, "interleaved rounds")->capture_default_str();
   sc->add_option("--steps-per-round", st.o.steps_per_round, "timed steps per variant and round")
       ->capture_default_str();
@@ -248,7 +222,7 @@ void register_bench(CLI::App& app, Commands& cmds) {
   sc->add_option("--specialize", st.o.specialize,
                  "the @spec variants' kernel: profile:FILE | auto[:N] (profiled, and compiled "
                  "before the warm-up)");
-  add_declared(sc, kBenchStages, "ppu", st.ppu);
+  add_declared(sc, kBenchStages, "ppu", st.o.options);
   sc->add_option("--load-state", st.o.load_state,
                  "save state every env of every variant starts from");
   sc->add_option("--actions", st.o.actions, "random | none | FILE (as for bench)")

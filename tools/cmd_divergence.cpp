@@ -95,15 +95,15 @@ void register_divergence(CLI::App& app, Commands& cmds) {
   c->add_option("--rom", d.o.rom, "ROM file or builtin:NAME")->required();
   c->add_option("--load-state", d.o.load_state, "save state every env starts from");
   c->add_option("--warps", d.o.warps, "warps measured (envs = 32 x warps)")->capture_default_str();
-  add_declared(c, kDivergence, "frames_per_step", d.o.frames_per_step);
-  add_declared(c, kDivergence, "release_after_frames", d.o.release_after_frames);
+  add_declared(c, kDivergence, "frames_per_step", d.o.options);
+  add_declared(c, kDivergence, "release_after_frames", d.o.options);
   c->add_option("--steps", d.o.steps, "steps run")->capture_default_str();
   c->add_option("--measure", d.measure, "steps traced, e.g. 1,21 (default: every step)");
   c->add_option("--actions", d.actions, "policies, each run in turn: random, none, a file")
       ->capture_default_str();
   c->add_option("--seed", d.o.seed, "random actions' seed")->capture_default_str();
-  add_declared(c, kDivergence, "specialize", d.o.specialize);
-  add_declared(c, kDivergence, "stage", d.o.stage);
+  add_declared(c, kDivergence, "specialize", d.o.options);
+  add_declared(c, kDivergence, "stage", d.o.options);
   c->add_option("--schedule", d.schedules,
                 "issue schedules priced on the same trace: simt (the kernel as it is), "
                 "majority:B (lanes of the warp's most common next unit run; B: most "

@@ -4,7 +4,6 @@
 #include <fstream>
 
 #include "commands.h"
-#include "gbx/measure/verify/conformance.h"
 #include "gbx/runtime/backends/backend.h"
 #include "gbx/runtime/roms/ppu_roms.h"
 #include "gbx/runtime/roms/rom.h"

@@ -10,13 +10,12 @@
 
 #include "commands.h"
 #include "gbx/engine/cache.h"
-#include "gbx/measure/verify/conformance.h"
-#include "gbx/measure/verify/verify.h"
 #include "gbx/runtime/actions/action_policy.h"
 #include "gbx/runtime/backends/backend.h"
 #include "gbx/runtime/backends/cpu_backend.h"
 #include "gbx/runtime/backends/cuda_backend.h"
 #include "gbx/runtime/backends/specialize.h"
+#include "gbx/runtime/outputs/mem_region.h"
 #include "gbx/runtime/outputs/screen_image.h"
 #include "gbx/runtime/roms/rom.h"
 #include "gbx/runtime/roms/rom_builder.h"
@@ -32,8 +31,8 @@ using namespace gbx;
 struct RunOptions {
   // The declared options (gbx/runtime/backends/options.h): --envs, --backend, --stage, --ppu, ...
   OptionValues opts;
-  int64_t num(const char* name) const { return std::get<int64_t>(opts.at(name)); }
-  const std::string& text(const char* name) const { return std::get<std::string>(opts.at(name)); }
+  int64_t num(const char* name) const { return option_int(opts, name); }
+  const std::string& text(const char* name) const { return option_text(opts, name); }
 
   std::string rom = "builtin:ALU_LOOP";
   long long frames = 60;

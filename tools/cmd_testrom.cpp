@@ -1,4 +1,4 @@
-// gbx-run testrom: PASS/FAIL per test ROM by its suite's pass rule (runtime/testrom.h).
+// gbx-run testrom: PASS/FAIL per test ROM by its suite's pass rule (gbx/measure/verify/testrom.h).
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -14,13 +14,13 @@ namespace {
 using namespace gbx;
 
 struct TestRomCli {
-  // The declared options' defaults are the declaration's (add_declared sets them).
+  // The declared options (--ppu), with the declaration's defaults (add_declared sets them).
+  OptionValues opts;
   std::vector<std::string> roms;
   long long frames = 3600;
   std::string backend = "cpu";
   std::string expect_png;
   std::string rule = "auto";
-  std::string ppu;
   std::string screen_out;
   bool verbose = false;
 };
@@ -50,7 +50,7 @@ int cmd_testrom(const TestRomCli& c) {
   o.backend = c.backend;
   o.max_frames = c.frames;
   o.verbose = c.verbose;
-  o.ppu = parse_ppu_model(c.ppu).value_or(kDefaultPpu);  // checked by CLI11
+  o.options = c.opts;
   int passed = 0, failed = 0, skipped = 0;
   for (const std::string& path : c.roms) {
     const std::string png = expected_png_for(c.expect_png, path);
@@ -124,7 +124,7 @@ void register_testrom(CLI::App& app, Commands& cmds) {
                 "folders; else any) | mooneye | blargg | image | gbmicrotest (HRAM FF82 01 "
                 "pass, FF fail, within 60 frames) | any (the first convention the ROM shows)")
       ->capture_default_str();
-  add_declared(t, kTestrom, "ppu", cli.ppu);
+  add_declared(t, kTestrom, "ppu", cli.opts);
   t->add_option("--screen-out", cli.screen_out,
                 "image tests: also write each ROM's screen at LD B,B to DIR/<rom name>.png");
   t->add_flag("--verbose", cli.verbose, "backend logs");

@@ -15,23 +15,20 @@ namespace {
 using namespace gbx;
 
 struct VerifyCli {
-  // The declared options' defaults are the declaration's (add_declared sets them).
+  // The declared options (--frames-per-step, --stage, --ppu, --layout, --rtc-lock), with the
+  // declaration's defaults (add_declared sets them).
+  OptionValues opts;
   std::string ref = "mgba";
   std::string dut = "cpu";
   std::string dut_specialize = "off";
   std::string rom = "builtin:ALU_LOOP";
   long long steps = 1024;
-  int frames_per_step{};
   long long compare_every = 1;
   std::vector<std::string> regions;
   std::string actions = "noop";
   uint64_t seed = 0;
-  std::string stage;
   std::string fault;
   std::string out = "artifacts";
-  bool rtc_lock{};
-  std::string ppu;
-  std::string layout;
   std::string dut_layout;
   bool screen = false;
 };
@@ -69,20 +66,16 @@ int cmd_verify(const VerifyCli& c, const std::vector<std::string>& args) {
   o.dut_specialize = c.dut_specialize;
   o.rom = c.rom;
   o.steps = c.steps;
-  o.frames_per_step = c.frames_per_step;
+  o.options = c.opts;
   o.compare_every = c.compare_every;
   o.seed = c.seed;
   o.out_dir = c.out;
-  o.rtc_lock = c.rtc_lock;
-  auto layout = parse_mem_layout(c.layout);
-  auto dut_layout = c.dut_layout.empty() ? layout : parse_mem_layout(c.dut_layout);
-  if (!layout || !dut_layout)
-    return verify_fail(make_error(
-        ErrorKind::Usage,
-        "unknown --layout '" + (layout ? c.dut_layout : c.layout) + "' (env_major, interleaved)"));
-  o.layout = *layout;
-  o.dut_layout = *dut_layout;
-  o.ppu = parse_ppu_model(c.ppu).value_or(kDefaultPpu);  // checked by CLI11
+  if (!c.dut_layout.empty()) {
+    o.dut_layout = parse_mem_layout(c.dut_layout);
+    if (!o.dut_layout)
+      return verify_fail(make_error(ErrorKind::Usage, "unknown --dut-layout '" + c.dut_layout +
+                                                          "' (env_major, interleaved)"));
+  }
   o.screen = c.screen;
   for (const std::string& r : c.regions) {
     auto region = parse_mem_region(r);
@@ -92,9 +85,6 @@ int cmd_verify(const VerifyCli& c, const std::vector<std::string>& args) {
   auto actions = parse_action_schedule(c.actions);
   if (!actions) return verify_fail(actions.error());
   o.actions = *actions;
-  auto stage = parse_stage(c.stage);
-  if (!stage) return verify_fail(make_error(ErrorKind::Usage, "unknown stage '" + c.stage + "'"));
-  o.stage = *stage;
   if (!c.fault.empty()) {
     auto f = parse_fault_spec(c.fault);
     if (!f) return verify_fail(f.error());
@@ -140,7 +130,7 @@ void register_verify(CLI::App& app, Commands& cmds) {
       ->capture_default_str();
   c->add_option("--rom", v.rom, "ROM path or builtin:NAME")->capture_default_str();
   c->add_option("--steps", v.steps, "steps to run")->capture_default_str();
-  add_declared(c, kVerify, "frames_per_step", v.frames_per_step);
+  add_declared(c, kVerify, "frames_per_step", v.opts);
   c->add_option("--compare-every", v.compare_every,
                 "compare every K steps (and after the last); a mismatch is then narrowed to "
                 "its first step")
@@ -152,13 +142,13 @@ void register_verify(CLI::App& app, Commands& cmds) {
                 "random button held H frames, then none for R frames, e.g. hold:8:16)")
       ->capture_default_str();
   c->add_option("--seed", v.seed, "seed for reset, seeded_random and hold")->capture_default_str();
-  add_declared(c, kVerify, "rtc_lock", v.rtc_lock);
-  add_declared(c, kVerify, "ppu", v.ppu);
-  add_declared(c, kVerify, "layout", v.layout);
+  add_declared(c, kVerify, "rtc_lock", v.opts);
+  add_declared(c, kVerify, "ppu", v.opts);
+  add_declared(c, kVerify, "layout", v.opts);
   c->add_option("--dut-layout", v.dut_layout, "the DUT's layout when it differs from --layout");
   c->add_flag("--screen", v.screen,
               "also compare the screens (last complete frame, shades 0-3); both backends draw");
-  add_declared(c, kVerify, "stage", v.stage);
+  add_declared(c, kVerify, "stage", v.opts);
   c->add_option("--inject-fault", v.fault,
                 "TEST ONLY: corrupt dut register REG after step STEP (STEP:REG, e.g. 37:A) to "
                 "exercise the mismatch path");

@@ -1,6 +1,8 @@
 // gbx-synth: the helpers its subcommands share (synth_common.h).
 #include "synth_common.h"
 
+#include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/roms/rom.h"
 #include "tool_options.h"
 
 namespace gbx::tool {
@@ -51,24 +53,15 @@ Result<SynthParams> parse_params(Stage stage, const KernelOptions& o) {
   if (!mm) return usage("unknown memory model '" + o.memory_model + "' (dmg, flat64k)");
   auto rm = parse_run_mode(o.run_mode);
   if (!rm) return usage("unknown run mode '" + o.run_mode + "' (frames, instructions)");
-  auto obs = parse_obs_kind(o.obs);
-  if (!obs) return usage("unknown obs kind '" + o.obs + "' (vec, pixels)");
-  auto fmt = parse_obs_format(o.obs_format);
-  if (!fmt) return usage("unknown obs format '" + o.obs_format + "' (full, half, packed)");
-  auto layout = parse_mem_layout(o.layout);
-  if (!layout) return usage("unknown --layout '" + o.layout + "' (env_major, interleaved)");
-  SynthParams p;
-  p.stage = stage;
-  p.device = *dev;
-  p.memory_model = *mm;
-  p.run_mode = *rm;
-  p.rtc_lock = o.rtc_lock;
-  p.layout = *layout;
-  p.ppu = parse_ppu_model(o.ppu).value_or(kDefaultPpu);  // checked by CLI11
-  p.obs = *obs;
-  p.obs_format = *fmt;
-  p.render = o.render;
-  return p;
+  // The kernel a backend with these options would compile: BackendConfig from the declared
+  // values (apply_options; no option of this surface reads the ROM, hence Rom{}), then its
+  // synthesis parameters.
+  BackendConfig cfg;
+  if (auto st = apply_options(o.opts, kSynth, Rom{}, cfg); !st) return st.take_error();
+  cfg.stage = stage;
+  cfg.memory_model = *mm;
+  cfg.run_mode = *rm;
+  return synth_params_for(cfg, *dev, SynthParams{}.obs_dim);
 }
 
 Result<NvrtcOptions> parse_nvrtc_options(const std::string& arch) {
@@ -99,12 +92,12 @@ void add_kernel_options(CLI::App* c, KernelOptions& o, bool stage_all) {
   c->add_option("--device", o.device, "cpu | cuda")->capture_default_str();
   c->add_option("--memory-model", o.memory_model, "dmg | flat64k")->capture_default_str();
   c->add_option("--run-mode", o.run_mode, "frames | instructions")->capture_default_str();
-  add_declared(c, kSynth, "rtc_lock", o.rtc_lock);
-  add_declared(c, kSynth, "layout", o.layout);
-  add_declared(c, kSynth, "ppu", o.ppu);
-  add_declared(c, kSynth, "obs_kind", o.obs);
-  add_declared(c, kSynth, "obs_format", o.obs_format);
-  add_declared(c, kSynth, "render", o.render);
+  add_declared(c, kSynth, "rtc_lock", o.opts);
+  add_declared(c, kSynth, "layout", o.opts);
+  add_declared(c, kSynth, "ppu", o.opts);
+  add_declared(c, kSynth, "obs_kind", o.opts);
+  add_declared(c, kSynth, "obs_format", o.opts);
+  add_declared(c, kSynth, "render", o.opts);
   c->add_option("--arch", o.arch,
                 "cuda: real archs, comma-separated (default: compile --device cuda targets "
                 "the GPU present, else sm_80,sm_90)");

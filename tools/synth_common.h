@@ -9,6 +9,7 @@
 
 #include "gbx/engine/cuda_kernel_builder.h"
 #include "gbx/engine/kernel_builder.h"
+#include "gbx/runtime/backends/options.h"
 #include "tool_common.h"
 
 namespace gbx::tool {
@@ -22,17 +23,14 @@ inline double ms_since(Clock::time_point t0) {
 
 // Options every kernel-selecting subcommand shares.
 struct KernelOptions {
-  // The declared options' defaults are the declaration's (add_declared sets them).
+  // The declared options (--rtc-lock, --layout, --ppu, --obs, --obs-format, --render), with
+  // the declaration's defaults (add_declared sets them); --stage apart, as compile also takes
+  // "all".
+  OptionValues opts;
   std::string stage;
   std::string device = "cpu";
   std::string memory_model = "dmg";
   std::string run_mode = "frames";
-  bool rtc_lock{};
-  std::string layout;
-  std::string ppu;
-  std::string obs;
-  std::string obs_format;
-  bool render{};
   std::string arch;  // cuda: comma list; "" = NvrtcOptions' default (sm_80,sm_90)
 };
 

@@ -14,24 +14,20 @@ namespace gbx::tool {
 namespace {
 
 struct ProfileOptions {
-  // The declared options' defaults are the declaration's (add_declared sets them).
+  // The profiling run: --frames, --actions, --seed, --load-state and the declared options
+  // (--envs, --frames-per-step, --release-after-frames) with the declaration's defaults
+  // (add_declared sets them).
+  ProfileRunOptions run;
   std::string rom;
-  int frames = 600;
-  std::string actions = "random";
-  uint64_t seed = 1;
-  int envs{};
-  int frames_per_step{};
-  int release_after_frames{};
-  std::string load_state;
   std::string out;
   bool report = false;
   bool no_plan = false;
 };
 
-int cmd_report(const ProfileOptions& o, const Rom& rom, const ProfileRunOptions& ro) {
+int cmd_report(const ProfileOptions& o, const Rom& rom) {
   GameProfileOptions go;
-  go.run = ro;
-  go.frames = o.frames;
+  go.run = o.run;
+  go.frames = o.run.frames;
   go.plan = !o.no_plan;
   const auto t0 = Clock::now();
   auto g = profile_game(rom, go);
@@ -51,22 +47,15 @@ int cmd_report(const ProfileOptions& o, const Rom& rom, const ProfileRunOptions&
 
 int cmd_profile(const ProfileOptions& o) {
   // frames < 1 and frames_per_step < 1 are profile_rom's to refuse.
-  if (o.frames >= 1 && o.frames_per_step >= 1)
-    if (auto st = check_whole_steps(o.frames, o.frames_per_step); !st) return fail(st.error());
+  const int64_t frames_per_step = option_int(o.run.options, "frames_per_step");
+  if (o.run.frames >= 1 && frames_per_step >= 1)
+    if (auto st = check_whole_steps(o.run.frames, frames_per_step); !st) return fail(st.error());
   auto rom = load_rom(o.rom);
   if (!rom) return fail(rom.error());
   if (o.no_plan && !o.report) return fail(make_error(ErrorKind::Usage, "--no-plan needs --report"));
-  ProfileRunOptions ro;
-  ro.frames = o.frames;
-  ro.actions = o.actions;
-  ro.seed = o.seed;
-  ro.envs = o.envs;
-  ro.frames_per_step = o.frames_per_step;
-  ro.release_after_frames = o.release_after_frames;
-  ro.load_state = o.load_state;
-  if (o.report) return cmd_report(o, *rom, ro);
+  if (o.report) return cmd_report(o, *rom);
   const auto t0 = Clock::now();
-  auto prof = profile_rom(*rom, ro);
+  auto prof = profile_rom(*rom, o.run);
   if (!prof) return fail(prof.error());
   const std::string text = spec_profile_to_json(*prof);
   auto plan = spec_plan_for(*rom, *prof);
@@ -77,8 +66,8 @@ int cmd_profile(const ProfileOptions& o) {
       stderr,
       "profiled %d frames x %d env(s) in %.0f ms: %llu instructions from ROM, %zu blocks; hot set "
       "%zu blocks covering %.1f%%\n",
-      o.frames, o.envs, ms_since(t0), (unsigned long long)prof->total_instructions,
-      prof->blocks.size(), (*plan)->blocks.size(),
+      o.run.frames, (int)option_int(o.run.options, "num_envs"), ms_since(t0),
+      (unsigned long long)prof->total_instructions, prof->blocks.size(), (*plan)->blocks.size(),
       prof->total_instructions ? 100.0 * (double)hot / (double)prof->total_instructions : 0.0);
   if (o.out.empty()) {
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -98,16 +87,16 @@ void register_profile(CLI::App& app, Commands& cmds) {
       "profile",
       "run a ROM on the profiling interpreter, write its blocks (JSON) for --specialize");
   pr->add_option("--rom", prof.rom, "builtin:NAME or a path")->required();
-  pr->add_option("--frames", prof.frames,
+  pr->add_option("--frames", prof.run.frames,
                  "frames to profile (per env; a multiple of --frames-per-step)")
       ->capture_default_str();
-  pr->add_option("--actions", prof.actions, "random (a random byte per env per step) | none")
+  pr->add_option("--actions", prof.run.actions, "random (a random byte per env per step) | none")
       ->capture_default_str();
-  pr->add_option("--seed", prof.seed, "seed of the random actions")->capture_default_str();
-  add_declared(pr, kProfile, "num_envs", prof.envs);
-  add_declared(pr, kProfile, "frames_per_step", prof.frames_per_step);
-  add_declared(pr, kProfile, "release_after_frames", prof.release_after_frames);
-  pr->add_option("--load-state", prof.load_state,
+  pr->add_option("--seed", prof.run.seed, "seed of the random actions")->capture_default_str();
+  add_declared(pr, kProfile, "num_envs", prof.run.options);
+  add_declared(pr, kProfile, "frames_per_step", prof.run.options);
+  add_declared(pr, kProfile, "release_after_frames", prof.run.options);
+  pr->add_option("--load-state", prof.run.load_state,
                  "save state every env starts from (gbx-run run --save-state): profile mid-game");
   pr->add_option("--out", prof.out,
                  "output file (default: stdout; with --report: the report as JSON)");

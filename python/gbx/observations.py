@@ -13,8 +13,8 @@ spec key                 per-env array               what
 ``"ram": [addr, ...]``   uint8[len(addrs)]           the bytes at those bus addresses (the
                                                      memory view; RAM-gather epilog)
 ``"vec": True``          float32[32] in [0, 1]       obs_v0, registers and mixes of
-                                                     C000-C00F: a stage test (design
-                                                     section 2), not a game observation
+                                                     C000-C00F: a stage test (the obs_v0
+                                                     epilog), not a game observation
 =======================  ==========================  =======================================
 
 Pixel values (``VecEnv(pixel_values=...)``), full and half formats:

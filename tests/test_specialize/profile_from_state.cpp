@@ -72,8 +72,8 @@ TEST_CASE("a profile from a save state covers the code after it, not the power-o
   // Three envs from the same state, no input: three times the instructions, the same blocks.
   // Steps of 2 frames: 4 frames are 2 steps.
   ProfileRunOptions three = from_state;
-  three.envs = 3;
-  three.frames_per_step = 2;
+  three.options["num_envs"] = int64_t{3};
+  three.options["frames_per_step"] = int64_t{2};
   auto tripled = profile_rom(rom, three);
   REQUIRE(tripled.ok());
   CHECK(tripled.value().total_instructions == 3 * late.value().total_instructions);
@@ -86,16 +86,16 @@ TEST_CASE("profile options out of range or a missing state: one clear error") {
   const Rom rom = test::phase_rom();
   ProfileRunOptions o;
   o.frames = 2;
-  o.frames_per_step = 0;
+  o.options["frames_per_step"] = int64_t{0};
   auto r = profile_rom(rom, o);
   REQUIRE(!r.ok());
   CHECK(r.error().message.find("--frames-per-step") != std::string::npos);
-  o.frames_per_step = 1;
-  o.envs = 0;
+  o.options["frames_per_step"] = int64_t{1};
+  o.options["num_envs"] = int64_t{0};
   r = profile_rom(rom, o);
   REQUIRE(!r.ok());
   CHECK(r.error().message.find("--envs") != std::string::npos);
-  o.envs = 1;
+  o.options["num_envs"] = int64_t{1};
   o.load_state = "/nonexistent/gbx.state";
   r = profile_rom(rom, o);
   REQUIRE(!r.ok());

@@ -12,6 +12,8 @@
 #include <memory>
 #include <sstream>
 #include <thread>
+#include <type_traits>
+#include <variant>
 
 #include "gbx/measure/bench/system_info.h"
 #include "gbx/runtime/actions/action_policy.h"
@@ -48,9 +50,27 @@ int threads_used(const std::string& backend, int requested, int envs) {
   return std::min(requested > 0 ? requested : hardware_threads(), envs);
 }
 
-std::string sweep_label(const BenchOptions& o) {
+std::string sweep_label(const BenchOptions& o, const OptionValues& v) {
   if (!o.label.empty()) return o.label;
-  return o.threads > 0 ? o.backend + "-t" + std::to_string(o.threads) : o.backend;
+  const std::string& backend = option_text(v, "backend");
+  const int64_t threads = option_int(v, "threads");
+  return threads > 0 ? backend + "-t" + std::to_string(threads) : backend;
+}
+
+// The sweep's record of a declared option's value.
+json option_json(const OptionValue& value) {
+  return std::visit(
+      [](const auto& x) -> json {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::vector<HookAddr>>) {
+          json a = json::array();
+          for (const HookAddr& h : x) a.push_back({h.bank, h.addr});
+          return a;
+        } else {
+          return json(x);
+        }
+      },
+      value);
 }
 
 // Bytes one mGBA core takes once it has run: RSS growth over a few cores, one frame each.
@@ -96,9 +116,10 @@ Status check_bench_memory(const BenchOptions& o) {
   auto rom = load_rom(o.rom);
   if (!rom) return rom.take_error();
   const int most = *std::max_element(o.envs.begin(), o.envs.end());
-  if (o.backend == "cpu")
+  const std::string backend = option_text(with_defaults(o.options, kBench), "backend");
+  if (backend == "cpu")
     return check_env_count(most, MemoryModel::Dmg, rom->header.ram_size, sizeof(float) * 33);
-  if (o.backend != "mgba") return ok_status();  // cuda checks its device memory at creation
+  if (backend != "mgba") return ok_status();  // cuda checks its device memory at creation
   if (most <= 64) return ok_status();
   auto per_core = measure_mgba_core_bytes(rom.value());
   if (!per_core) return per_core.take_error();
@@ -116,14 +137,18 @@ Status check_bench_memory(const BenchOptions& o) {
 
 Result<json> run_bench(const BenchOptions& o) {
   auto usage = [](std::string m) -> Error { return make_error(ErrorKind::Usage, std::move(m)); };
-  if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "mgba")
-    return usage("unknown backend '" + o.backend + "' (cpu, cuda, mgba)");
+  const OptionValues values = with_defaults(o.options, kBench);
+  const std::string& backend = option_text(values, "backend");
+  const int frames_per_step = (int)option_int(values, "frames_per_step");
+  const int threads = (int)option_int(values, "threads");
+  if (backend != "cpu" && backend != "cuda" && backend != "mgba")
+    return usage("unknown backend '" + backend + "' (cpu, cuda, mgba)");
   if (o.envs.empty()) return usage("--envs lists no env counts");
   if (o.steps < 0) return usage("--steps must be >= 0 (0 = auto)");
   if (o.warmup_steps < 0) return usage("--warmup-steps must be >= 0");
-  if (o.frames_per_step < 1) return usage("--frames-per-step must be at least 1");
+  if (frames_per_step < 1) return usage("--frames-per-step must be at least 1");
   if (o.sync_every < 0) return usage("--sync-every must be >= 0 (0 = only at the end)");
-  if (o.threads < 0) return usage("--threads must be >= 0 (0 = all cores)");
+  if (threads < 0) return usage("--threads must be >= 0 (0 = all cores)");
   if (!(o.target_seconds > 0)) return usage("--seconds must be positive");
   auto policy = ActionPolicy::parse(o.actions, o.action_seed);
   if (!policy) return policy.take_error();
@@ -140,8 +165,13 @@ Result<json> run_bench(const BenchOptions& o) {
   const std::function<double()> now = o.clock ? o.clock : [] {
     return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
   };
-  const std::string label = sweep_label(o);
-  const std::string stage(to_string(o.stage));
+  // Every env count's config but its count: the declared options, --specialize's plan
+  // (profile:FILE) made once.
+  BackendConfig base;
+  base.verbose = o.verbose;
+  if (auto st = apply_options(values, kBench, rom.value(), base); !st) return st.take_error();
+  const std::string label = sweep_label(o, values);
+  const std::string stage(to_string(base.stage));
   json results = json::array();
   std::string kernel_key;
   for (size_t idx = 0; idx < o.envs.size(); ++idx) {
@@ -149,29 +179,17 @@ Result<json> run_bench(const BenchOptions& o) {
     const std::string where = "bench " + label + ": envs " + std::to_string(n) + " [" +
                               std::to_string(idx + 1) + "/" + std::to_string(o.envs.size()) + "]";
     if (o.progress) o.progress(where + " setting up");
-    BackendConfig cfg;
+    BackendConfig cfg = base;
     cfg.num_envs = n;
-    cfg.frames_per_step = o.frames_per_step;
-    cfg.release_after_frames = o.release_after_frames;
-    cfg.stage = o.stage;
-    cfg.threads = o.threads;
-    cfg.rtc_lock = o.rtc_lock;
-    cfg.layout = o.layout;
-    cfg.ppu = o.ppu;
-    cfg.device_index = o.device_index;
-    cfg.block_size = o.block_size;
-    cfg.verbose = o.verbose;
-    if (auto st = apply_specialize_option(o.specialize, rom.value(), cfg); !st)
-      return st.take_error();
     BenchResult r;
     r.num_envs = n;
     r.stage = stage;
     r.sync_every = o.sync_every;
-    r.threads = threads_used(o.backend, o.threads, n);
+    r.threads = threads_used(backend, threads, n);
 
     // Compile/load and allocate: never timed.
     auto t0 = Clock::now();
-    auto made = make_backend(o.backend, rom.value(), cfg);
+    auto made = make_backend(backend, rom.value(), cfg);
     if (!made) return made.take_error();
     std::unique_ptr<Backend> be = std::move(made.value());
     if (auto st = be->reset(0); !st) return st.take_error();
@@ -197,8 +215,8 @@ Result<json> run_bench(const BenchOptions& o) {
       t0 = Clock::now();
       auto steps = tier_up_now(*be, step);
       if (!steps)
-        return make_error(ErrorKind::Runtime,
-                          "--specialize " + o.specialize + ": " + steps.error().message);
+        return make_error(ErrorKind::Runtime, "--specialize " + option_text(values, "specialize") +
+                                                  ": " + steps.error().message);
       r.tier_up_steps = *steps;
       r.tier_up_seconds = since(t0);
     }
@@ -239,7 +257,7 @@ Result<json> run_bench(const BenchOptions& o) {
     r.total_env_steps = r.steps * n;
     r.total_sps = (double)r.total_env_steps / r.seconds;
     r.per_env_sps = r.total_sps / n;
-    r.frames_per_sec = r.total_sps * o.frames_per_step;
+    r.frames_per_sec = r.total_sps * frames_per_step;
     r.rss_bytes = resident_memory_bytes();
     if (o.done)
       o.done(where + ": " + fmt("%.0f", r.total_sps) + " env-steps/s, " +
@@ -269,36 +287,29 @@ Result<json> run_bench(const BenchOptions& o) {
                        {"rss_bytes", r.rss_bytes}});
   }
 
+  // The config: the declared options by name (backend, stage, frames_per_step, threads,
+  // ppu, layout, specialize, ...), then bench's own.
+  json config = json::object();
+  for (const auto& [name, value] : values) config[name] = option_json(value);
+  config.update({{"label", label},
+                 {"rom",
+                  {{"name", rom->name},
+                   {"spec", o.rom},
+                   {"size", rom->bytes.size()},
+                   {"sha256", rom->sha256}}},
+                 {"envs", o.envs},
+                 {"steps", o.steps},
+                 {"target_seconds", o.target_seconds},
+                 {"warmup_steps", o.warmup_steps},
+                 {"load_state", o.load_state.empty() ? json(nullptr) : json(o.load_state)},
+                 {"sync_every", o.sync_every},
+                 {"actions", policy->to_json()},
+                 {"kernel_key", kernel_key.empty() ? json(nullptr) : json(kernel_key)}});
   return json{{"schema_version", kBenchSchemaVersion},
               {"kind", "gbx-bench-sweep"},
               {"created_utc", utc_timestamp()},
               {"system", to_json(system_info())},
-              {"config",
-               {{"backend", o.backend},
-                {"label", label},
-                {"rom",
-                 {{"name", rom->name},
-                  {"spec", o.rom},
-                  {"size", rom->bytes.size()},
-                  {"sha256", rom->sha256}}},
-                {"envs", o.envs},
-                {"steps", o.steps},
-                {"target_seconds", o.target_seconds},
-                {"warmup_steps", o.warmup_steps},
-                {"frames_per_step", o.frames_per_step},
-                {"release_after_frames", o.release_after_frames},
-                {"stage", stage},
-                {"threads", o.threads},
-                {"specialize", o.specialize},
-                {"load_state", o.load_state.empty() ? json(nullptr) : json(o.load_state)},
-                {"rtc_lock", o.rtc_lock},
-                {"layout", to_string(o.layout)},
-                {"ppu", to_string(o.ppu)},
-                {"sync_every", o.sync_every},
-                {"block_size", o.block_size},
-                {"device_index", o.device_index},
-                {"actions", policy->to_json()},
-                {"kernel_key", kernel_key.empty() ? json(nullptr) : json(kernel_key)}}},
+              {"config", config},
               {"results", results}};
 }
 

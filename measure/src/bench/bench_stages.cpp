@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "gbx/runtime/actions/action_policy.h"
+#include "gbx/runtime/backends/options.h"
 #include "gbx/runtime/backends/specialize.h"
 #include "gbx/runtime/roms/rom.h"
 #include "gbx/runtime/states/save_state.h"
@@ -84,7 +85,9 @@ Result<std::vector<VariantResult>> run_interleaved_bench(const InterleavedBenchO
   const std::vector<int> counts = o.env_counts.empty() ? std::vector<int>{o.envs} : o.env_counts;
   for (int n : counts)
     if (n < 1) return usage("--envs must be at least 1");
-  if (o.frames_per_step < 1) return usage("--frames-per-step must be at least 1");
+  const OptionValues values = with_defaults(o.options, kBenchStages);
+  const int frames_per_step = (int)option_int(values, "frames_per_step");
+  if (frames_per_step < 1) return usage("--frames-per-step must be at least 1");
   if (o.rounds < 1 || o.steps_per_round < 1 || o.warmup_steps < 0)
     return usage("--rounds and --steps-per-round must be >= 1, --warmup-steps >= 0");
   auto policy = ActionPolicy::parse(o.actions, o.action_seed);
@@ -97,6 +100,8 @@ Result<std::vector<VariantResult>> run_interleaved_bench(const InterleavedBenchO
     if (!bytes) return bytes.take_error();
     start_state = std::move(bytes.value());
   }
+  BackendConfig base;  // every variant's config before the variant's own choices
+  if (auto st = apply_options(values, kBenchStages, rom.value(), base); !st) return st.take_error();
   BackendConfig spec_cfg;  // what @spec variants add
   if (auto st = apply_specialize_option(o.specialize, rom.value(), spec_cfg); !st)
     return st.take_error();
@@ -123,14 +128,13 @@ Result<std::vector<VariantResult>> run_interleaved_bench(const InterleavedBenchO
     const int envs = counts[i / o.variants.size()];
     const StageVariant& v = o.variants[i % o.variants.size()];
     baseline.push_back(i % o.variants.size() == 0 ? backends.size() : baseline.back());
-    BackendConfig cfg;
+    BackendConfig cfg = base;
     cfg.num_envs = envs;
-    cfg.frames_per_step = o.frames_per_step;
-    cfg.threads = v.threads > 0 ? v.threads : o.threads;
+    if (v.threads > 0) cfg.threads = v.threads;
     cfg.stage = v.stage;
     cfg.obs = v.obs;
     cfg.obs_format = v.obs_format;
-    cfg.ppu = v.ppu_set ? v.ppu : o.ppu;
+    if (v.ppu_set) cfg.ppu = v.ppu;
     if (v.specialized) {
       cfg.specialize = spec_cfg.specialize;
       cfg.specialize_auto_frames = spec_cfg.specialize_auto_frames;
@@ -170,7 +174,7 @@ Result<std::vector<VariantResult>> run_interleaved_bench(const InterleavedBenchO
       round_seconds[k] = std::chrono::duration<double>(Clock::now() - t0).count();
       out[k].seconds += round_seconds[k];
       out[k].cpu_seconds += process_cpu_seconds() - c0;
-      out[k].env_frames += (long long)o.steps_per_round * o.frames_per_step * out[k].envs;
+      out[k].env_frames += (long long)o.steps_per_round * frames_per_step * out[k].envs;
     }
     // Same env count and steps: the frames/s ratio is the inverse ratio of the times.
     for (size_t k = 0; k < backends.size(); ++k)

@@ -13,7 +13,6 @@
 #include "gbx/engine/synthesis.h"
 #include "gbx/runtime/actions/action_policy.h"
 #include "gbx/runtime/backends/backend.h"
-#include "gbx/runtime/backends/specialize.h"
 #include "gbx/runtime/roms/rom.h"
 #include "gbx/runtime/states/save_state.h"
 
@@ -411,13 +410,12 @@ Result<DivergenceResult> run_divergence(const DivergenceOptions& o,
                                         const std::function<void(const std::string&)>& progress) {
   if (o.warps < 1 || o.warps > 4096) return usage("--warps must be 1..4096");
   if (o.steps < 1) return usage("--steps must be >= 1");
-  if (o.frames_per_step < 1) return usage("--frames-per-step must be >= 1");
+  const OptionValues values = with_defaults(o.options, kDivergence);
+  if (option_int(values, "frames_per_step") < 1) return usage("--frames-per-step must be >= 1");
   for (const int s : o.measure)
     if (s < 1 || s > o.steps)
       return usage("--measure: step " + std::to_string(s) + " is not in 1.." +
                    std::to_string(o.steps));
-  const auto stage = parse_stage(o.stage);
-  if (!stage) return usage("unknown --stage '" + o.stage + "'");
   auto policy = ActionPolicy::parse(o.actions, o.seed);
   if (!policy) return policy.take_error();
 
@@ -444,15 +442,11 @@ Result<DivergenceResult> run_divergence(const DivergenceOptions& o,
     if (!bytes) return bytes.take_error();
     start = std::move(bytes.value());
   }
-  BackendConfig cfg;
-  cfg.num_envs = o.warps * 32;
-  cfg.frames_per_step = o.frames_per_step;
-  cfg.release_after_frames = o.release_after_frames;
-  cfg.stage = *stage;
-  if (o.specialize.rfind("auto", 0) == 0)
+  if (option_text(values, "specialize").rfind("auto", 0) == 0)
     return usage("--specialize auto swaps kernels mid-run; give profile:FILE");
-  if (auto st = apply_specialize_option(o.specialize, rom.value(), cfg); !st)
-    return st.take_error();
+  BackendConfig cfg;
+  if (auto st = apply_options(values, kDivergence, rom.value(), cfg); !st) return st.take_error();
+  cfg.num_envs = o.warps * 32;
   auto backend = make_backend("cuda", rom.value(), cfg);
   if (!backend) return backend.take_error();
   Backend& be = *backend.value();

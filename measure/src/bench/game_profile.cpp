@@ -130,7 +130,10 @@ const char* vector_name(uint32_t pc) {
 Result<GameProfile> profile_game(const Rom& rom, const GameProfileOptions& go) {
   const ProfileRunOptions& o = go.run;
   if (go.frames < 1) return make_error(ErrorKind::Usage, "--frames must be at least 1");
-  if (o.frames_per_step < 1)
+  const OptionValues values = with_defaults(o.options, kProfile);
+  const int64_t frames_per_step = option_int(values, "frames_per_step");
+  const int64_t release_after_frames = option_int(values, "release_after_frames");
+  if (frames_per_step < 1)
     return make_error(ErrorKind::Usage, "--frames-per-step must be at least 1");
   if (o.actions != "random" && o.actions != "none")
     return make_error(ErrorKind::Usage, "--actions must be random or none");
@@ -165,8 +168,8 @@ Result<GameProfile> profile_game(const Rom& rom, const GameProfileOptions& go) {
   };
 
   GameProfile g;
-  const int steps = (go.frames + o.frames_per_step - 1) / o.frames_per_step;
-  g.frames = (int64_t)steps * o.frames_per_step;
+  const int64_t steps = (go.frames + frames_per_step - 1) / frames_per_step;
+  g.frames = steps * frames_per_step;
 
   // The plan first, and where its blocks' instructions lie.
   std::vector<uint8_t> in_block(rom.bytes.size(), 0);
@@ -216,13 +219,12 @@ Result<GameProfile> profile_game(const Rom& rom, const GameProfileOptions& go) {
   while (s.cycle_count[0] < end) {
     const int64_t cycles = s.cycle_count[0];
     const int64_t frame = (cycles - frame0) / kFrameCycles;
-    const int64_t k = frame / o.frames_per_step;
+    const int64_t k = frame / frames_per_step;
     if (k != cur_step) {
       policy->fill(k, 1, step_actions);
       cur_step = k;
     }
-    const bool held =
-        o.release_after_frames < 0 || frame % o.frames_per_step < o.release_after_frames;
+    const bool held = release_after_frames < 0 || frame % frames_per_step < release_after_frames;
     action[0] = held ? step_actions[0] : 0;
     const uint32_t pc = s.pc[0], sp = s.sp[0];
     const uint8_t ime = s.ime[0], run = s.run_state[0];
@@ -295,8 +297,7 @@ Result<GameProfile> profile_game(const Rom& rom, const GameProfileOptions& go) {
   // The specialized kernel over the same steps.
   if (plan) {
     BackendConfig sc;
-    sc.frames_per_step = o.frames_per_step;
-    sc.release_after_frames = o.release_after_frames;
+    if (Status st = apply_options(values, kProfile, rom, sc); !st) return st.take_error();
     sc.specialize = plan;
     auto spec = start(sc);
     if (!spec) return spec.take_error();

@@ -225,7 +225,7 @@ Result<fs::path> write_bundle(const BundleInput& in) {
 
   std::string actions;
   for (int64_t s = 1; s <= in.step; ++s) {
-    const int32_t a = action_for_step(o.actions, o.seed, s, o.frames_per_step);
+    const int32_t a = action_for_step(o.actions, o.seed, s, frames_per_step(o));
     actions += json{{"step", s}, {"action", a}}.dump() + "\n";
   }
   if (auto st = put("actions.jsonl", actions); !st) return st.take_error();
@@ -266,9 +266,9 @@ Result<fs::path> write_bundle(const BundleInput& in) {
       {"first_diff", fields.empty() ? json(nullptr) : fields[0]},
       {"settings",
        {{"steps", o.steps},
-        {"frames_per_step", o.frames_per_step},
+        {"frames_per_step", frames_per_step(o)},
         {"compare_every", o.compare_every},
-        {"stage", std::string(to_string(o.stage))},
+        {"stage", option_text(o.options, "stage")},
         {"num_envs", 1},
         {"mem_regions", regions},
         {"screen", o.screen},

@@ -310,6 +310,8 @@ Result<TestRomResult> run_test_rom(const Rom& rom, const TestRomOptions& o) {
   if (o.rule == TestRomRule::Image && o.expect_png.empty())
     return make_error(ErrorKind::Usage, "the image rule needs --expect-png");
   BackendConfig cfg;
+  if (auto st = apply_options(with_defaults(o.options, kTestrom), kTestrom, rom, cfg); !st)
+    return st.take_error();
   cfg.num_envs = 1;
   cfg.threads = 1;
   cfg.stage = Stage::EmulateOnly;
@@ -332,7 +334,6 @@ Result<TestRomResult> run_test_rom(const Rom& rom, const TestRomOptions& o) {
     cfg.frames_per_step = 1;
   }
   cfg.verbose = o.verbose;
-  cfg.ppu = o.ppu;
   if (checks.ldbb) cfg.debug = {"ldbb_trap"};
   auto made = make_backend(o.backend, rom, cfg);
   if (!made) return made.take_error();

@@ -17,6 +17,7 @@ namespace gbx {
 namespace {
 
 using verify_detail::BundleInput;
+using verify_detail::frames_per_step;
 using verify_detail::hex;
 using verify_detail::reg_text;
 using verify_detail::Snapshot;
@@ -37,18 +38,14 @@ class Verifier {
     if (o_.warn)
       for (const std::string& w : rom_.warnings) o_.warn(w);
     BackendConfig cfg;
+    if (auto st = apply_options(o_.options, kVerify, rom_, cfg); !st) return st;
     cfg.num_envs = 1;
-    cfg.frames_per_step = o_.frames_per_step;
-    cfg.stage = o_.stage;
     cfg.threads = 1;  // one env
-    cfg.rtc_lock = o_.rtc_lock;
-    cfg.layout = o_.layout;
-    cfg.ppu = o_.ppu;
     cfg.render = o_.screen;
     auto ref = make_backend(o_.ref, rom_, cfg);
     if (!ref) return ref.take_error();
     ref_ = std::move(ref.value());
-    cfg.layout = o_.dut_layout;
+    if (o_.dut_layout) cfg.layout = *o_.dut_layout;
     if (auto st = apply_specialize_option(o_.dut_specialize, rom_, cfg); !st) return st;
     auto dut = make_backend(o_.dut, rom_, cfg);
     if (!dut) return dut.take_error();
@@ -68,7 +65,7 @@ class Verifier {
   // Runs step `step` (1-based) on both, then the test-only fault if it is due.
   Status advance(int64_t step) {
     const std::vector<int32_t> action = {
-        action_for_step(o_.actions, o_.seed, step, o_.frames_per_step)};
+        action_for_step(o_.actions, o_.seed, step, frames_per_step(o_))};
     for (Backend* b : {ref_.get(), dut_.get()}) {
       if (auto st = b->step(action); !st) return st;
       if (auto st = b->sync(); !st) return st;
@@ -184,14 +181,14 @@ Status validate(const VerifyOptions& o) {
   if (o.dut != "cpu" && o.dut != "cuda")
     return usage("unknown backend '" + o.dut + "' for --dut (cpu, cuda)");
   if (o.steps < 1) return usage("--steps must be at least 1, got " + std::to_string(o.steps));
-  if (o.frames_per_step < 1)
-    return usage("--frames-per-step must be at least 1, got " + std::to_string(o.frames_per_step));
+  const int fps = frames_per_step(o);
+  if (fps < 1) return usage("--frames-per-step must be at least 1, got " + std::to_string(fps));
   if (o.compare_every < 1)
     return usage("--compare-every must be at least 1, got " + std::to_string(o.compare_every));
   if (o.actions.gen == ActionGen::Hold &&
-      (o.actions.hold_frames % o.frames_per_step || o.actions.release_frames % o.frames_per_step))
+      (o.actions.hold_frames % fps || o.actions.release_frames % fps))
     return usage("--actions " + to_string(o.actions) + " needs frame counts that are " +
-                 "multiples of --frames-per-step " + std::to_string(o.frames_per_step));
+                 "multiples of --frames-per-step " + std::to_string(fps));
   if (o.fault && (o.fault->step < 1 || o.fault->step > o.steps))
     return usage("--inject-fault step " + std::to_string(o.fault->step) + " is outside 1.." +
                  std::to_string(o.steps));
@@ -202,8 +199,7 @@ Status validate(const VerifyOptions& o) {
     if (Status st = apply_specialize_option(o.dut_specialize, Rom{}, cfg); !st) return st;
     // The profile ends with step ceil(N / frames-per-step); the specialized kernel runs from
     // the step after it. A check that never reaches it would check nothing it was asked to.
-    const int64_t profile_steps =
-        (cfg.specialize_auto_frames + o.frames_per_step - 1) / o.frames_per_step;
+    const int64_t profile_steps = (cfg.specialize_auto_frames + fps - 1) / fps;
     if (o.steps <= profile_steps)
       return usage("--dut-specialize " + o.dut_specialize + " profiles " +
                    std::to_string(cfg.specialize_auto_frames) +
@@ -230,8 +226,9 @@ std::string VerifyReport::verdict() const {
 }
 
 Result<VerifyReport> run_verify(const VerifyOptions& opts) {
-  if (auto st = validate(opts); !st) return st.take_error();
   VerifyOptions o = opts;
+  o.options = with_defaults(o.options, kVerify);
+  if (auto st = validate(o); !st) return st.take_error();
   // Without registers, gambatte with no region and no screen would compare nothing.
   if (!compares_registers(o.ref) && o.regions.empty()) o.screen = true;
   Verifier v(o);

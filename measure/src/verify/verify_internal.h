@@ -13,6 +13,11 @@
 
 namespace gbx::verify_detail {
 
+// The options' --frames-per-step (VerifyOptions::options, filled by with_defaults).
+inline int frames_per_step(const VerifyOptions& o) {
+  return (int)option_int(o.options, "frames_per_step");
+}
+
 // v as `digits` upper-case hex digits.
 std::string hex(uint32_t v, int digits);
 

@@ -1,5 +1,5 @@
-// verify's options: memory regions, injected faults and action schedules from their command
-// line text, and the action each step takes.
+// verify's options: injected faults and action schedules from their command line text, and
+// the action each step takes (memory regions: gbx/runtime/outputs/mem_region.h).
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -19,24 +19,9 @@ std::string hex(uint32_t v, int digits) {
 
 namespace {
 
-using verify_detail::hex;
-
 std::string upper(std::string s) {
   for (char& c : s) c = (char)std::toupper((unsigned char)c);
   return s;
-}
-
-bool parse_hex(const std::string& s, uint32_t* out) {
-  if (s.empty() || s.size() > 5) return false;
-  uint32_t v = 0;
-  for (char c : s) {
-    if (!std::isxdigit((unsigned char)c)) return false;
-    v = v * 16 + (uint32_t)(std::isdigit((unsigned char)c)
-                                ? c - '0'
-                                : std::toupper((unsigned char)c) - 'A' + 10);
-  }
-  *out = v;
-  return true;
 }
 
 // Bit mixing of SplitMix64: a per-step action that needs no generator state, so a re-run
@@ -49,24 +34,6 @@ uint64_t mix64(uint64_t x) {
 }
 
 }  // namespace
-
-std::string MemRegion::label() const { return hex(lo, 4) + ":" + hex(hi, 4); }
-std::string MemRegion::file_tag() const { return hex(lo, 4) + "_" + hex(hi, 4); }
-
-Result<MemRegion> parse_mem_region(const std::string& text, const std::string& flag) {
-  auto bad = [&](const std::string& why) -> Error {
-    return make_error(ErrorKind::Usage, "bad " + flag + " '" + text + "': " + why);
-  };
-  const auto colon = text.find(':');
-  if (colon == std::string::npos || text.find(':', colon + 1) != std::string::npos)
-    return bad("expected LO:HI in hex, e.g. C000:C100");
-  MemRegion r;
-  if (!parse_hex(text.substr(0, colon), &r.lo) || !parse_hex(text.substr(colon + 1), &r.hi))
-    return bad("LO and HI must be hex digits only, e.g. C000:C100");
-  if (r.hi > 0x10000) return bad("HI must be at most 10000 (the end of the 64 KiB bus)");
-  if (r.lo >= r.hi) return bad("LO must be below HI (HI is exclusive)");
-  return r;
-}
 
 Result<FaultSpec> parse_fault_spec(const std::string& text) {
   auto bad = [&](const std::string& why) -> Error {

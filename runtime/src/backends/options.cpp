@@ -375,6 +375,24 @@ Status apply_options(const OptionValues& values, Surface surface, const Rom& rom
   return ok_status();
 }
 
+OptionValues with_defaults(OptionValues values, Surface s) {
+  for (const OptionDecl& d : option_decls()) {
+    if (!d.on(s) || d.namesake_on(s) || values.count(d.name)) continue;
+    if (auto def = default_on(d, s)) values[d.name] = std::move(*def);
+  }
+  return values;
+}
+
+int64_t option_int(const OptionValues& values, const std::string& name) {
+  return std::get<int64_t>(values.at(name));
+}
+bool option_bool(const OptionValues& values, const std::string& name) {
+  return std::get<bool>(values.at(name));
+}
+const std::string& option_text(const OptionValues& values, const std::string& name) {
+  return std::get<std::string>(values.at(name));
+}
+
 namespace {
 
 std::string md_cell(std::string s) {

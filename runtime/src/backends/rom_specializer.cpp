@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "gbx/runtime/backends/cpu_backend.h"
+#include "gbx/runtime/backends/options.h"
 #include "gbx/runtime/backends/specialize.h"
 #include "gbx/runtime/states/save_state.h"
 
@@ -14,15 +15,16 @@ Result<SpecProfile> profile_rom(const Rom& rom, const ProfileRunOptions& opts,
   if (opts.actions != "random" && opts.actions != "none")
     return make_error(ErrorKind::Usage,
                       "--actions must be random or none (got '" + opts.actions + "')");
-  if (opts.envs < 1) return make_error(ErrorKind::Usage, "--envs must be at least 1");
-  if (opts.frames_per_step < 1)
+  const OptionValues values = with_defaults(opts.options, kProfile);
+  const int64_t envs = option_int(values, "num_envs");
+  const int64_t frames_per_step = option_int(values, "frames_per_step");
+  if (envs < 1) return make_error(ErrorKind::Usage, "--envs must be at least 1");
+  if (frames_per_step < 1)
     return make_error(ErrorKind::Usage, "--frames-per-step must be at least 1");
-  if (opts.release_after_frames < -1)
+  if (option_int(values, "release_after_frames") < -1)
     return make_error(ErrorKind::Usage, "--release-after-frames must be -1 (never) or >= 0");
   BackendConfig cfg;
-  cfg.num_envs = opts.envs;
-  cfg.frames_per_step = opts.frames_per_step;
-  cfg.release_after_frames = opts.release_after_frames;
+  if (Status st = apply_options(values, kProfile, rom, cfg); !st) return st.take_error();
   cfg.stage = Stage::EmulateOnly;
   cfg.threads = opts.threads;
   cfg.profile = true;
@@ -35,12 +37,11 @@ Result<SpecProfile> profile_rom(const Rom& rom, const ProfileRunOptions& opts,
     if (Status st = b.set_reset_state({blob.value()}); !st)
       return make_error(st.error().kind,
                         "--load-state " + opts.load_state + ": " + st.error().message);
-    if (Status st = b.reset(std::vector<uint8_t>((size_t)opts.envs, 1)); !st)
-      return st.take_error();
+    if (Status st = b.reset(std::vector<uint8_t>((size_t)envs, 1)); !st) return st.take_error();
   }
   std::mt19937_64 rng(opts.seed);
-  std::vector<int32_t> actions((size_t)opts.envs, 0);
-  const int steps = (opts.frames + opts.frames_per_step - 1) / opts.frames_per_step;
+  std::vector<int32_t> actions((size_t)envs, 0);
+  const int steps = (int)((opts.frames + frames_per_step - 1) / frames_per_step);
   for (int s = 0; s < steps; ++s) {
     for (int32_t& a : actions) a = opts.actions == "random" ? (int32_t)(rng() & 0xFF) : 0;
     if (Status st = b.step(actions); !st) return st.take_error();
@@ -48,7 +49,7 @@ Result<SpecProfile> profile_rom(const Rom& rom, const ProfileRunOptions& opts,
   auto bundle = TemplateBundle::load(TemplateBundle::default_root());
   if (!bundle) return bundle.take_error();
   return spec_profile_from_counts(bundle.value().opcodes(), rom.bytes, b.profile_counts(),
-                                  steps * opts.frames_per_step, limits);
+                                  steps * frames_per_step, limits);
 }
 
 Result<std::shared_ptr<const SpecPlan>> spec_plan_for(const Rom& rom, const SpecProfile& profile,

@@ -1,4 +1,4 @@
-// The built-in ROMs: the design's two micro-ROMs, the project's hand-assembled test ROMs
+// The built-in ROMs: the two micro-ROMs (ALU_LOOP, MEM_RWB), the project's hand-assembled test ROMs
 // (core_test_roms.cpp, timing_test_roms.cpp; conventions in test_rom_kit.h) that report over
 // the serial port, the PPU benchmark ROM and ARROWS. Each test ROM's expected output sits
 // beside it as data and is derived from Pan Docs, not from any emulator, so the CPU core and
@@ -28,11 +28,10 @@ std::vector<uint8_t> mem_rwb() {
 
 std::vector<BuiltinRom> make_table() {
   std::vector<BuiltinRom> t;
-  t.push_back({"ALU_LOOP", "design micro-ROM: A += B, B += 1 in a tight loop (never ends)",
-               alu_loop, "", 0});
-  t.push_back({"MEM_RWB",
-               "design micro-ROM: write, read back and walk WRAM from 0xC000 (never ends)", mem_rwb,
-               "", 0});
+  t.push_back(
+      {"ALU_LOOP", "micro-ROM: A += B, B += 1 in a tight loop (never ends)", alu_loop, "", 0});
+  t.push_back({"MEM_RWB", "micro-ROM: write, read back and walk WRAM from 0xC000 (never ends)",
+               mem_rwb, "", 0});
   add_core_test_roms(t);
   add_timing_test_roms(t);
   t.push_back({"PPU_BENCH",

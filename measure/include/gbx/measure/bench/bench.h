@@ -1,5 +1,6 @@
 #pragma once
-// Throughput sweeps (design section 5) and the report that sets them side by side.
+// Throughput sweeps and the report that sets them side by side (docs/cli/tools.md,
+// docs/benchmarks/index.md).
 //
 // A sweep runs one backend over a list of env counts. For each count the backend is created
 // (kernel compiled or loaded, state allocated) and warmed up before the clock starts; only
@@ -16,13 +17,18 @@
 
 #include "gbx/engine/result.h"
 #include "gbx/engine/synthesis.h"
+#include "gbx/runtime/backends/options.h"
 
 namespace gbx {
 
 inline constexpr int kBenchSchemaVersion = 1;
 
 struct BenchOptions {
-  std::string backend = "cpu";
+  // The declared options of gbx-run bench (gbx/runtime/backends/options.h): --backend,
+  // --stage, --frames-per-step, --threads, --ppu, --layout, --specialize, ...; one absent
+  // takes the command line's default (with_defaults). Each env count's BackendConfig is made
+  // from them (apply_options), and the sweep's config records them by name.
+  OptionValues options;
   std::string rom = "builtin:ALU_LOOP";
   std::vector<int> envs = {1, 8, 64, 512, 2048, 8192};
   // Timed steps per env count; 0 = about target_seconds each (what keeps a default sweep
@@ -33,24 +39,13 @@ struct BenchOptions {
   int64_t steps = 0;
   double target_seconds = 2.0;
   int64_t warmup_steps = 3;
-  int frames_per_step = 1;
-  int release_after_frames = -1;  // < 0: buttons are never released within a step
-  Stage stage = Stage::FullStep;
-  int threads = 0;                         // cpu / mgba: 0 = all cores
-  bool rtc_lock = false;                   // cartridge clocks frozen (synthesis parameter)
-  MemLayout layout = MemLayout::EnvMajor;  // per-env memory layout (synthesis parameter)
-  PpuModel ppu = kDefaultPpu;              // pixel model (synthesis parameter)
   int64_t sync_every = 64;
-  int device_index = 0;
-  int block_size = 0;  // cuda threads per block; 0 = the backend's choice
-  std::string label;   // name of the sweep in reports; "" = backend, "-t<threads>" if given
+  std::string label;  // name of the sweep in reports; "" = backend, "-t<threads>" if given
   // Action policy (action_policy.h): "random" (default, seeded per env per step), "none" or
   // a file of action bytes. Recorded in the sweep's config.actions.
   std::string actions = "random";
   uint64_t action_seed = 1;
   bool verbose = false;
-  std::string specialize =
-      "off";  // off | profile:FILE | auto[:N] (gbx/runtime/backends/specialize.h)
   // A save state (save_state.h) every env starts from (the backend's reset state, so a masked
   // reset goes back to it), as an RL run starts from a mid-game state; "" = power-on. The
   // blob's kind must match the backend (a GBX state for cpu/cuda, an mgba one for mgba).

@@ -7,6 +7,7 @@
 
 #include "gbx/engine/result.h"
 #include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/backends/options.h"
 
 namespace gbx {
 
@@ -15,9 +16,9 @@ struct StageVariant {
   Stage stage = Stage::EmulateOnly;
   ObsKind obs = ObsKind::Vec;
   ObsFormat obs_format = ObsFormat::Full;
-  int threads = -1;            // @tN: this variant's cpu threads; -1 = the options' threads
+  int threads = -1;            // @tN: this variant's cpu threads; -1 = the options' --threads
   bool specialized = false;    // @spec: the ROM-specialized kernel (InterleavedBenchOptions)
-  PpuModel ppu = kDefaultPpu;  // @fifo / @line: the pixel model (default: the options' ppu)
+  PpuModel ppu = kDefaultPpu;  // @fifo / @line: the pixel model (default: the options' --ppu)
   bool ppu_set = false;
 };
 
@@ -34,8 +35,11 @@ struct InterleavedBenchOptions {
   // More env counts to time in the same rounds (each variant at each count; ratios are to the
   // first variant at the same count). Empty: only `envs`.
   std::vector<int> env_counts;
-  int frames_per_step = 24;
-  int threads = 0;
+  // The declared options of gbx-run bench-stages (gbx/runtime/backends/options.h):
+  // --frames-per-step, --threads, --ppu (the pixel model of variants without @fifo / @line);
+  // one absent takes the command line's default (with_defaults). Every variant's
+  // BackendConfig is made from them (apply_options), then the variant's own choices.
+  OptionValues options;
   int rounds = 10;
   int steps_per_round = 2;
   int warmup_steps = 2;
@@ -44,7 +48,6 @@ struct InterleavedBenchOptions {
   // For @spec variants: profile:FILE or auto[:N] (auto profiles and waits for the compile
   // before the warm-up, so every timed step runs the specialized kernel).
   std::string specialize;
-  PpuModel ppu = kDefaultPpu;  // variants without @fifo / @line
   // A save state every env of every variant starts from (bench.h's load_state); "" = power-on.
   std::string load_state;
   std::vector<StageVariant> variants;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gbx/engine/result.h"
+#include "gbx/runtime/backends/options.h"
 
 namespace gbx {
 
@@ -153,14 +154,16 @@ struct DivergenceOptions {
   std::string rom;
   std::string load_state;  // every env starts from it ("" = post-boot)
   int warps = 4;           // envs = warps * 32
-  int frames_per_step = 24;
-  int release_after_frames = 8;  // as scripts/bench-gpu's games runs
+  // The declared options of gbx-run divergence (gbx/runtime/backends/options.h):
+  // --frames-per-step (24), --release-after-frames (8, as scripts/bench-gpu's games runs),
+  // --stage (emulate_only), --specialize (off or profile:FILE); one absent takes the command
+  // line's default (with_defaults). The kernel's BackendConfig is made from them
+  // (apply_options).
+  OptionValues options;
   int steps = 21;
   std::vector<int> measure;  // 1-based steps traced (empty: every step)
   std::string actions = "random";
   uint64_t seed = 1;
-  std::string specialize = "off";  // off | profile:FILE (rom_specializer.cpp)
-  std::string stage = "emulate_only";
   std::vector<IssueSchedule> schedules = {IssueSchedule{}};  // each priced on the same trace
 };
 

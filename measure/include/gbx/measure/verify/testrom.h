@@ -24,6 +24,7 @@
 
 #include "gbx/engine/result.h"
 #include "gbx/engine/synthesis.h"
+#include "gbx/runtime/backends/options.h"
 #include "gbx/runtime/roms/rom.h"
 
 namespace gbx {
@@ -68,8 +69,11 @@ struct TestRomOptions {
   bool verbose = false;
   TestRomRule rule = TestRomRule::Any;  // Auto is taken as Any: resolve it first
   std::string expect_png;               // image rule: compare the screen at LD B,B with this PNG
-  PpuModel ppu = kDefaultPpu;           // the kernel's pixel model (synthesis parameter)
-  std::string screen_out;               // image rule: also write the screen at LD B,B here (PNG)
+  // The declared options of gbx-run testrom (gbx/runtime/backends/options.h: --ppu); one
+  // absent takes the command line's default (with_defaults). The backend's BackendConfig is
+  // made from them (apply_options), then the suite's rule sets what it needs to watch.
+  OptionValues options;
+  std::string screen_out;  // image rule: also write the screen at LD B,B here (PNG)
 };
 
 struct TestRomResult {

@@ -1,7 +1,7 @@
 #pragma once
 // Differential verification: one env on a reference backend and one on a backend under test
 // (dut), reset alike and fed the same action every step, compared every `compare_every`
-// steps (design section 5). The first mismatch is narrowed to the first divergent step and
+// steps (docs/verify.md). The first mismatch is narrowed to the first divergent step and
 // written out as a mismatch bundle a developer can replay with its repro.sh.
 #include <cstdint>
 #include <filesystem>
@@ -12,18 +12,10 @@
 
 #include "gbx/engine/result.h"
 #include "gbx/engine/synthesis.h"
+#include "gbx/runtime/backends/options.h"
+#include "gbx/runtime/outputs/mem_region.h"
 
 namespace gbx {
-
-// A bus range [lo, hi) given as "LO:HI" in hex (HI exclusive, LO < HI <= 0x10000).
-struct MemRegion {
-  uint32_t lo = 0, hi = 0;
-  std::string label() const;     // "C000:C100"
-  std::string file_tag() const;  // "C000_C100"
-};
-// `flag` names the option in error messages.
-Result<MemRegion> parse_mem_region(const std::string& text,
-                                   const std::string& flag = "--mem-region");
 
 // Test-only fault: after step `step` (1-based) the dut's register `reg` is corrupted.
 struct FaultSpec {
@@ -65,16 +57,17 @@ struct VerifyOptions {
       "off";  // off | profile:FILE | auto[:N] (gbx/runtime/backends/specialize.h)
   std::string rom = "builtin:ALU_LOOP";  // as given: "builtin:NAME" or a path
   int64_t steps = 1024;
-  int frames_per_step = 1;
+  // The declared options of gbx-run verify (gbx/runtime/backends/options.h):
+  // --frames-per-step, --stage, --ppu, --layout, --rtc-lock; one absent takes the command
+  // line's default (with_defaults). Both backends' BackendConfig is made from them
+  // (apply_options).
+  OptionValues options;
+  // The DUT's per-env memory layout when it differs from the options' --layout.
+  std::optional<MemLayout> dut_layout;
   int64_t compare_every = 1;
   std::vector<MemRegion> regions;
   ActionSchedule actions;
   uint64_t seed = 0;
-  Stage stage = Stage::FullStep;
-  bool rtc_lock = false;                       // cartridge clocks frozen (both kernel backends)
-  MemLayout layout = MemLayout::EnvMajor;      // per-env memory layout of the reference
-  MemLayout dut_layout = MemLayout::EnvMajor;  // and of the DUT
-  PpuModel ppu = kDefaultPpu;                  // pixel model of both kernel backends
   // Also compare the screens (each backend's last complete frame as shades 0-3; mGBA's
   // output colours are mapped to shades by their grey level). Both backends then draw.
   bool screen = false;

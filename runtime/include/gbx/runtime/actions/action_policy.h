@@ -4,7 +4,7 @@
 // (bit set = button held; README "Actions").
 //   random  a byte per env per step from a counter-based generator seeded by `seed`: the same
 //           seed gives the same actions whatever the thread count or backend.
-//   none    every action 0: all envs run in lockstep (the old benchmark).
+//   none    every action 0: all envs run in lockstep (the best case: no env diverges).
 //   FILE    raw bytes, one per env per step, step-major: env e at step s takes byte
 //           (s * num_envs + e) mod file size, so a file of num_envs * steps bytes gives every
 //           env its own sequence and any non-empty file works for any env count.

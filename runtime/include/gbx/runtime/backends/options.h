@@ -120,6 +120,18 @@ Status check_option(const OptionDecl& d, const OptionValue& v, const std::string
 Status apply_options(const OptionValues& values, Surface surface, const Rom& rom,
                      BackendConfig& cfg);
 
+// values, plus the default surface s gives each option declared on it that values lacks
+// (default_on; a namesake, an Any and a required option are left out): what a command line
+// that leaves those flags out gives. The measuring tools' options (BenchOptions, VerifyOptions,
+// ...) carry the declared values this way, so a caller that sets only some of them runs with
+// the command line's defaults for the rest.
+OptionValues with_defaults(OptionValues values, Surface s);
+// A value of `values` by its declared name, typed: std::out_of_range when it is absent (fill
+// it with with_defaults), std::bad_variant_access when it has another type.
+int64_t option_int(const OptionValues& values, const std::string& name);
+bool option_bool(const OptionValues& values, const std::string& name);
+const std::string& option_text(const OptionValues& values, const std::string& name);
+
 // The declaration as Markdown tables (the docs' options page) and as JSON.
 std::string options_markdown();
 std::string options_json();

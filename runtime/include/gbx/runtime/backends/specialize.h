@@ -8,6 +8,7 @@
 
 #include "gbx/engine/specialize.h"
 #include "gbx/runtime/backends/backend.h"
+#include "gbx/runtime/backends/options.h"
 #include "gbx/runtime/roms/rom.h"
 
 namespace gbx {
@@ -17,10 +18,12 @@ struct ProfileRunOptions {
   std::string actions = "random";  // random: a random button byte per env per step; none: no input
   uint64_t seed = 1;
   int threads = 1;
-  int envs = 1;                   // envs stepped together; their counts add up
-  int frames_per_step = 1;        // frames per step (one action per step)
-  int release_after_frames = -1;  // buttons released after N frames of a step (-1: never)
-  std::string load_state;         // save state every env starts from ("" = power-on)
+  // The declared options of gbx-synth profile (gbx/runtime/backends/options.h): --envs (envs
+  // stepped together; their counts add up), --frames-per-step (one action per step),
+  // --release-after-frames (-1: never); one absent takes the command line's default
+  // (with_defaults). The profiling run's BackendConfig is made from them (apply_options).
+  OptionValues options;
+  std::string load_state;  // save state every env starts from ("" = power-on)
 };
 
 // Runs `rom` on the profiling interpreter (a cached kernel like any other). With a save state

@@ -42,7 +42,8 @@ struct BuiltinRom {
   int frames_to_finish = 0;
 };
 
-// ALU_LOOP, MEM_RWB (the design's micro-ROMs) and the project's own test ROMs.
+// ALU_LOOP, MEM_RWB (micro-ROMs: an endless ALU loop, an endless WRAM walk) and the
+// project's own test ROMs.
 const std::vector<BuiltinRom>& builtin_roms();
 const BuiltinRom* find_builtin_rom(const std::string& name);
 

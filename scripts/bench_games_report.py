@@ -181,7 +181,8 @@ def main():
             col = e["columns"]["spec"]
             cold = col.get("tier_up_seconds_cold")
             print(
-                f"  spec tier-up ({col.get('tier_up_steps')} profiled steps + compile): "
+                f"  spec tier-up ({col.get('tier_up_steps')} steps of profiles and settling windows "
+                f"+ compiles): "
                 f"cold cache {cold:.2f} s"
                 if cold
                 else "  spec tier-up: cold not measured",

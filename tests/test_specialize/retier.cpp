@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gbx/runtime/backends/cpu_backend.h"
+#include "gbx/runtime/backends/specialize.h"
 #include "gbx/runtime/roms/asm.h"
 #include "gbx/runtime/roms/rom.h"
 #include "gbx/runtime/roms/rom_builder.h"
@@ -134,4 +135,25 @@ TEST_CASE("auto re-profiles when the interpreter's share grows, though blocks ke
   for (size_t i = 10; i < 30; ++i) partly = partly || (r.shares[i] > 0.5 && r.shares[i] < 0.8);
   CHECK(partly);
   for (size_t i = r.shares.size() - 4; i < r.shares.size(); ++i) CHECK(r.shares[i] > 0.9);
+}
+
+TEST_CASE("tier_up_now settles: the re-profiles the first windows call for happen before it") {
+  // bench --specialize auto times what this returns to: the kernel after the re-profile.
+  auto be = CpuBackend::create(partly_new_rom(), config(4));
+  REQUIRE_MESSAGE(be.ok(), (be.ok() ? "" : be.error().message));
+  Backend& b = *be.value();
+  auto steps = tier_up_now(
+      b, [&] { return b.step({}); }, 4);
+  REQUIRE_MESSAGE(steps.ok(), (steps.ok() ? "" : steps.error().message));
+  CHECK(b.specialize_retiers() == 1);
+  CHECK(b.specialize_status() == "specialized");
+  // A profile of 4 steps, one to three windows of 4 on the first kernel (the last re-profiles),
+  // a profile of 4 and three windows on the second.
+  CHECK(steps.value() >= 4 + 4 + 4 + 12);
+  CHECK(steps.value() <= 4 + 12 + 4 + 12);
+  const test::SpecShare before = test::spec_share(b, 2);
+  for (int i = 0; i < 8; ++i) REQUIRE(b.step({}).ok());
+  const test::SpecShare after = test::spec_share(b, 2);
+  CHECK((double)(after.in_blocks - before.in_blocks) / (double)(after.retired - before.retired) >
+        0.9);
 }

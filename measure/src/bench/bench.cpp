@@ -213,7 +213,10 @@ Result<json> run_bench(const BenchOptions& o) {
     // meanwhile on the interpreter, which the timed window would then partly measure).
     if (cfg.specialize_auto_frames > 0) {
       t0 = Clock::now();
-      auto steps = tier_up_now(*be, step);
+      // And its re-profiling windows, until the tier-up settles (tier_up_now).
+      const int64_t window_steps =
+          (cfg.specialize_auto_frames + cfg.frames_per_step - 1) / cfg.frames_per_step;
+      auto steps = tier_up_now(*be, step, window_steps);
       if (!steps)
         return make_error(ErrorKind::Runtime, "--specialize " + option_text(values, "specialize") +
                                                   ": " + steps.error().message);
@@ -265,7 +268,9 @@ Result<json> run_bench(const BenchOptions& o) {
              " steps in " + fmt("%.2f", r.seconds) + " s" +
              (r.tier_up_steps > 0
                   ? "; specialized kernel timed, in after " + std::to_string(r.tier_up_steps) +
-                        " profiled steps and " + fmt("%.2f", r.tier_up_seconds) + " s"
+                        " tier-up steps (profiles, settling windows; " +
+                        std::to_string(be->specialize_retiers()) + " re-profile(s)) and " +
+                        fmt("%.2f", r.tier_up_seconds) + " s"
                   : std::string()) +
              ")");
     results.push_back({{"num_envs", r.num_envs},

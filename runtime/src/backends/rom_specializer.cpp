@@ -98,15 +98,25 @@ Status apply_specialize_option(const std::string& spec, const Rom& rom, BackendC
                     "--specialize must be off, profile:FILE, auto or auto:N (got '" + spec + "')");
 }
 
-Result<int64_t> tier_up_now(Backend& be, const std::function<Status()>& step) {
+Result<int64_t> tier_up_now(Backend& be, const std::function<Status()>& step,
+                            int64_t window_steps) {
   int64_t steps = 0;
-  for (; be.specialize_status() == "profiling"; ++steps)
-    if (Status st = step(); !st) return st.take_error();
-  if (Status st = be.finish_tier_up(); !st) return st.take_error();
-  const std::string status = be.specialize_status();
-  if (status != "specialized" && status != "off")
-    return make_error(ErrorKind::Runtime, "the specialized kernel " + status);
-  return steps;
+  for (;;) {
+    for (; be.specialize_status() == "profiling"; ++steps)
+      if (Status st = step(); !st) return st.take_error();
+    if (Status st = be.finish_tier_up(); !st) return st.take_error();
+    const std::string status = be.specialize_status();
+    if (status != "specialized" && status != "off")
+      return make_error(ErrorKind::Runtime, "the specialized kernel " + status);
+    if (status != "specialized" || window_steps <= 0) return steps;
+    // kSettleWindows windows on the new kernel; watch() re-profiles a bounded number of
+    // times (and gives up after one that did not help), so this loop ends.
+    constexpr int64_t kSettleWindows = 3;
+    for (int64_t i = 0;
+         i < kSettleWindows * window_steps && be.specialize_status() == "specialized"; ++i, ++steps)
+      if (Status st = step(); !st) return st.take_error();
+    if (be.specialize_status() != "profiling") return steps;
+  }
 }
 
 }  // namespace gbx

@@ -46,8 +46,14 @@ Result<std::shared_ptr<const SpecPlan>> spec_plan_for(const Rom& rom, const Spec
 Status apply_specialize_option(const std::string& spec, const Rom& rom, BackendConfig& cfg);
 
 // For benchmarks under auto: calls step() until be's profile is done, then waits for the
-// specialized kernel (Backend::finish_tier_up); an error if it failed. Returns the steps run.
-// No-op (0) when be is not profiling or compiling.
-Result<int64_t> tier_up_now(Backend& be, const std::function<Status()>& step);
+// specialized kernel (Backend::finish_tier_up); an error if it failed. Then, with
+// window_steps > 0 (the steps of one re-profiling window: the profile's frames over the
+// frames a step), runs three windows on the new kernel, and when one calls for a re-profile
+// (SpecializeTierUp::watch) profiles and waits again, until three pass without one: the
+// timed window then runs the kernel the tier-up settles on, as an RL run does once its first
+// minutes have passed, not a profile already known to be stale.
+// Returns the steps run. No-op (0) when be is not profiling or compiling.
+Result<int64_t> tier_up_now(Backend& be, const std::function<Status()>& step,
+                            int64_t window_steps = 0);
 
 }  // namespace gbx

@@ -55,6 +55,7 @@ def load(path):
             "tier_up_seconds": r.get("tier_up_seconds", 0.0),
             "tier_up_steps": r.get("tier_up_steps", 0),
             "retiers": r.get("retiers", 0),
+            "retiers_tier_up": r.get("retiers_tier_up"),  # absent from older sweeps
             "system": s.get("system", {}),
             "config": s.get("config", {}),
         }
@@ -139,6 +140,9 @@ def main():
                 entry["columns"][c]["tier_up_seconds_cold"] = cold and cold["tier_up_seconds"]
                 # Re-profiles inside the timed window (--specialize auto, cpu backend).
                 entry["columns"][c]["retiers_per_round"] = [x and x["retiers"] for x in runs]
+                entry["columns"][c]["retiers_tier_up_per_round"] = [
+                    x and x["retiers_tier_up"] for x in runs
+                ]
         for num, den in RATIOS:
             if num not in per_round or den not in per_round:
                 continue
@@ -192,11 +196,18 @@ def main():
                 f"; in the rounds (the kernel cache's, compiled in round 1 if absent) "
                 f"{fmt(col.get('tier_up_seconds_cached'), ' s')}"
             )
+            # retiers counts them all; retiers_tier_up those before the timed window.
             retiers = col.get("retiers_per_round") or []
+            settling = col.get("retiers_tier_up_per_round") or [None] * len(retiers)
             if any(retiers):
+                split = all(t is not None for t in settling)
                 print(
-                    "  spec re-profiles in the timed window, per round: "
-                    + " ".join("-" if r is None else str(r) for r in retiers)
+                    "  spec re-profiles per round"
+                    + (", settling + in the timed window: " if split else ": ")
+                    + " ".join(
+                        "-" if r is None else str(r) if t is None else f"{t}+{r - t}"
+                        for r, t in zip(retiers, settling)
+                    )
                 )
         for k, v in e["ratios"].items():
             print(f"  {k:<17}{fmt(v, 'x')}")

@@ -222,6 +222,7 @@ Result<json> run_bench(const BenchOptions& o) {
                                                   ": " + steps.error().message);
       r.tier_up_steps = *steps;
       r.tier_up_seconds = since(t0);
+      r.tier_up_retiers = be->specialize_retiers();
     }
     if (kernel_key.empty()) kernel_key = be->kernel_key();
 
@@ -269,7 +270,7 @@ Result<json> run_bench(const BenchOptions& o) {
              (r.tier_up_steps > 0
                   ? "; specialized kernel timed, in after " + std::to_string(r.tier_up_steps) +
                         " tier-up steps (profiles, settling windows; " +
-                        std::to_string(be->specialize_retiers()) + " re-profile(s)) and " +
+                        std::to_string(r.tier_up_retiers) + " re-profile(s)) and " +
                         fmt("%.2f", r.tier_up_seconds) + " s"
                   : std::string()) +
              ")");
@@ -289,6 +290,7 @@ Result<json> run_bench(const BenchOptions& o) {
                        {"tier_up_steps", r.tier_up_steps},
                        {"tier_up_seconds", r.tier_up_seconds},
                        {"retiers", be->specialize_retiers()},
+                       {"retiers_tier_up", r.tier_up_retiers},
                        {"rss_bytes", r.rss_bytes}});
   }
 

@@ -71,11 +71,12 @@ struct BenchResult {
   double setup_seconds = 0;
   int64_t warmup_steps = 0;
   double warmup_seconds = 0;
-  // --specialize auto: steps profiled and seconds until the specialized kernel was in
-  // (untimed, before the warm-up); 0 otherwise.
+  // --specialize auto: steps (profiles and settling windows: tier_up_now) and seconds until
+  // the tier-up settled (untimed, before the warm-up); 0 otherwise.
   int64_t tier_up_steps = 0;
   double tier_up_seconds = 0;
-  uint64_t rss_bytes = 0;  // process RSS after the run
+  int tier_up_retiers = 0;  // re-profiles while the tier-up settled (before the timed window)
+  uint64_t rss_bytes = 0;   // process RSS after the run
 };
 
 // "1,8,64" -> {1, 8, 64}; every count >= 1.

@@ -115,8 +115,8 @@ TEST_CASE("auto re-profiles once the code moves on, and the new kernel covers bo
 }
 
 TEST_CASE("auto stops re-profiling when a re-profile does not lift the blocks' share") {
-  // Code in WRAM: the first window re-profiles (its share is under half), the kernel after it
-  // covers no more, so auto gives up instead of profiling up to kMaxRetiers times.
+  // Code in WRAM: the first window re-profiles (the interpreter runs all of it), the kernel
+  // after it covers no more, so auto gives up instead of profiling up to kMaxRetiers times.
   const Run r = run_beside_interpreter(wram_loop_rom(), 40);
   const std::string shares = r.text();
   CAPTURE(shares);
@@ -124,7 +124,7 @@ TEST_CASE("auto stops re-profiling when a re-profile does not lift the blocks' s
   CHECK(r.shares.back() < 0.1);
 }
 
-TEST_CASE("auto re-profiles when the interpreter's share grows, though blocks keep the most") {
+TEST_CASE("auto re-profiles when the interpreter runs over 15%, though blocks keep the most") {
   const Run r = run_beside_interpreter(partly_new_rom(), 48);
   const std::string shares = r.text();
   CAPTURE(shares);
@@ -137,7 +137,7 @@ TEST_CASE("auto re-profiles when the interpreter's share grows, though blocks ke
   for (size_t i = r.shares.size() - 4; i < r.shares.size(); ++i) CHECK(r.shares[i] > 0.9);
 }
 
-TEST_CASE("tier_up_now settles: the re-profiles the first windows call for happen before it") {
+TEST_CASE("tier_up_now settles: the re-profiles its windows call for happen before it returns") {
   // bench --specialize auto times what this returns to: the kernel after the re-profile.
   auto be = CpuBackend::create(partly_new_rom(), config(4));
   REQUIRE_MESSAGE(be.ok(), (be.ok() ? "" : be.error().message));

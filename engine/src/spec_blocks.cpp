@@ -123,7 +123,7 @@ class SpecEmitter {
   // the memory pointers in locals, and written back at `done`.
   static constexpr const char* kFnLocals =
       "  Cpu cpu = spec_cpu_in(io);\n"
-      "  SpecBus bus = {m, m.mem, m.rom0, m.romx, m.cycles, false};\n"
+      "  SpecBus bus = {m, m.mem, m.rom0, m.romx, m.cycles, false, cpu.ime != 0};\n"
       "  const i64 limit = bus.cycles + room;\n"
       "  u32 n = 0;\n";
   static constexpr const char* kFnDone =

@@ -16,6 +16,7 @@ struct SpecBus {
   const u8* romx;
   i64 cycles;
   bool left;
+  bool ime;  // the block's IME: EI, DI and RETI end blocks, so it holds through one
 };
 
 // The one layout rule (hw/machine.h mem_at), on the block's local memory base.
@@ -59,9 +60,12 @@ GBX_FN void spec_sync(SpecBus& b) {
 // leaves the block only when it changed what the dispatch admitted the block on (step.tmpl):
 // the next event, the OAM DMA, the ROM windows, the cycle count, or an interrupt now pending.
 // Otherwise the interpreter's loop top would do nothing at the next boundary but fetch (no
-// event or frame end inside the block, nothing pending, still running), so the block goes on,
-// exactly as the interpreter would (a VRAM copy loop no longer drops to the interpreter at
-// every write).
+// event or frame end inside the block, nothing it would dispatch, still running), so the
+// block goes on, exactly as the interpreter would (a VRAM copy loop no longer drops to the
+// interpreter at every write). A pending interrupt counts only with IME set: with IME clear
+// the loop top passes over it (HALT, which it would wake, ends blocks). Tobu Tobu Girl copies
+// to VRAM with interrupts off and VBlank's request pending: every write left the block, 111
+// times a frame, and the copy loop's rest ran as a tail, 50 tails a frame.
 struct SpecMark {
   i64 next_event, dma_end, cycles;
   const u8* rom0;
@@ -75,7 +79,7 @@ GBX_FN void spec_resume(SpecBus& b, const SpecMark& k) {
   const Machine& m = b.m;
   spec_sync(b);
   b.left = !(m.next_event == k.next_event && m.dma_end == k.dma_end && m.cycles == k.cycles &&
-             m.rom0 == k.rom0 && m.romx == k.romx && !(m.ie & m.iflag & 0x1F) &&
+             m.rom0 == k.rom0 && m.romx == k.romx && !(b.ime && (m.ie & m.iflag & 0x1F)) &&
              m.run_state == GBX_RUN_ACTIVE);
 }
 

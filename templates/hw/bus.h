@@ -217,6 +217,9 @@ GBX_NOINLINE u8 bus_read_slow(Machine& b, u32 addr) {
   u8 v;
   if (bus_read_window(b, addr, v)) return v;
 #endif
+#if GBX_DEVICE_CPU
+  if (addr < 0xA000u && ppu_vram_open(b)) return mem_at(b, GBX_MEM_VRAM + (addr - 0x8000u));
+#endif
   if (addr < 0xA000u) return ppu_vram_locked(b) ? 0xFF : mem_at(b, GBX_MEM_VRAM + (addr - 0x8000u));
   if (addr < 0xC000u) return cart_ram_read(b, addr);
   if (addr < 0xFE00u) return mem_at(b, GBX_MEM_WRAM + ((addr - 0xC000u) & 0x1FFFu));  // echo
@@ -251,6 +254,8 @@ GBX_FN u8 bus_read(Core& c, u32 addr) {
   if (gated < 0x8000u) return c.romx[gated - 0x4000u];
   if (gated - 0xC000u < 0x2000u) return mem_at(c, GBX_MEM_WRAM + (gated - 0xC000u));
   if ((gated & 0xFFFFu) - 0xFF80u < 0x7Fu) return mem_at(c, GBX_MEM_IO + (addr & 0xFFu));  // HRAM
+  if (gated - 0x8000u < 0x2000u && io_time(c) < c.vram_open)
+    return mem_at(c, GBX_MEM_VRAM + (gated - 0x8000u));
   return bus_read_slow(c, addr);
 }
 #else
@@ -279,7 +284,12 @@ GBX_NOINLINE void bus_write_slow(Machine& b, u32 addr, u8 v) {
   if (addr < 0x8000u)
     mbc_write(b, addr, v);
   else if (addr < 0xA000u) {
-    if (!ppu_vram_write_locked(b)) mem_at(b, GBX_MEM_VRAM + (addr - 0x8000u)) = v;
+#if GBX_DEVICE_CPU
+    if (ppu_vram_open(b) || !ppu_vram_write_locked(b))
+#else
+    if (!ppu_vram_write_locked(b))
+#endif
+      mem_at(b, GBX_MEM_VRAM + (addr - 0x8000u)) = v;
   } else if (addr < 0xC000u)
     cart_ram_write(b, addr, v);
   else if (addr < 0xFE00u)
@@ -314,6 +324,10 @@ GBX_FN void bus_write(Core& c, u32 addr, u8 v) {  // the gate: see bus_read
   }
   if ((gated & 0xFFFFu) - 0xFF80u < 0x7Fu) {  // HRAM
     mem_at(c, GBX_MEM_IO + (addr & 0xFFu)) = v;
+    return;
+  }
+  if (gated - 0x8000u < 0x2000u && io_time(c) < c.vram_open) {
+    mem_at(c, GBX_MEM_VRAM + (gated - 0x8000u)) = v;
     return;
   }
   bus_write_slow(c, addr, v);

@@ -130,6 +130,9 @@ struct Machine {
   // OAM DMA: 0, or a gate from an FF46 write until the first slow access after dma_end
   // (GBX_DMA_GATE_*, hw/bus.h bus_read). Added to every address, it keeps the fast path out.
   u32 dma_gate;
+  // VRAM is the CPU's for every access before this cycle (hw/ppu.h ppu_vram_open): the fast
+  // paths read and write it without asking the PPU. Not saved; LCDC writes close it.
+  i64 vram_open;
 #endif
 #ifdef GBX_HOOK_COUNT
   u32* hook_hits;  // kernels with hooks: this env's GBX_HOOK_COUNT counters (GbxParams::hits)

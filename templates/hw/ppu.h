@@ -358,6 +358,9 @@ GBX_FN void ppu_write_lcdc(Machine& b, u8 v) {
   const i64 at = io_time(b);
   const bool was_on = ppu_lcd_on(b);
   u8* stat = io_reg(b, 0xFF41);
+#if GBX_DEVICE_CPU
+  b.vram_open = GBX_NEVER_PAST;  // the PPU starts, stops or changes what it fetches
+#endif
   const bool line_was = ppu_stat_line(b, at, *stat);
   // Off: the LY=LYC bit freezes at its last value (ppu_lyc_flag).
   if (was_on && !(v & 0x80)) *stat = (u8)((*stat & ~0x04) | (ppu_lyc_flag(b, at) ? 0x04 : 0));
@@ -441,6 +444,46 @@ GBX_FN bool ppu_oam_locked(Machine& b) {
 // while STAT shows mode 3; OAM while it shows mode 3 and in mode 2 but for its last M-cycle
 // (dots 76-79 take a write), and not in the 4 dots before a line's OAM scan.
 GBX_FN bool ppu_vram_write_locked(Machine& b) { return ppu_mode(b, io_time(b)) == 3; }
+
+#if GBX_DEVICE_CPU
+// The cycle up to which, from `at`, no VRAM read or write can be refused whatever the CPU
+// writes meanwhile, LCDC aside (ppu_write_lcdc closes the window): the next visible line's
+// dot GBX_MODE2_DOTS - GBX_LINE_TURN_DOTS, where ppu_vram_locked's lock can start first. From
+// there to GBX_MODE3_MAX_END the lock's end moves with SCX, the window and OAM, so the window
+// is `at` itself there (closed: the access asks the PPU). With the LCD off, never. In render
+// kernels no later than the renderer's next line (lcd_next), so that a fast write needs no
+// lcd_before_write.
+GBX_NOINLINE i64 ppu_vram_open_until(Machine& b, i64 at) {
+  i64 until = GBX_NEVER;
+  if (ppu_lcd_on(b)) {
+    const i64 pos = ppu_pos(b, at);
+    const i64 line = pos / GBX_LINE_DOTS, dot = pos % GBX_LINE_DOTS;
+    const i64 lock = GBX_MODE2_DOTS - GBX_LINE_TURN_DOTS;
+    if (line < 144 && dot < lock)
+      until = at - dot + lock;
+    else if (line < 144 && dot < GBX_MODE3_MAX_END)
+      return at;
+    else if (line < 143)
+      until = at - dot + GBX_LINE_DOTS + lock;
+    else
+      until = at - pos + GBX_FRAME_CYCLES + lock;  // line 0 of the next frame
+  }
+#if GBX_RENDER
+  if (until > b.lcd_next) until = b.lcd_next;
+#endif
+  return until;
+}
+// VRAM is the CPU's at this access (the fast paths only compare io_time with vram_open).
+// The window is computed again only by an access past it, a few times a line at most: VRAM
+// writes went through ppu_mode's frame position (a 64-bit modulo) and line division each,
+// 12% of 2048's specialized run.
+GBX_FN bool ppu_vram_open(Machine& b) {
+  const i64 at = io_time(b);
+  if (at < b.vram_open) return true;
+  b.vram_open = ppu_vram_open_until(b, at);
+  return at < b.vram_open;
+}
+#endif
 GBX_FN bool ppu_oam_write_locked(Machine& b) {
   const i64 at = io_time(b);
   const u8 mode = ppu_mode(b, at);

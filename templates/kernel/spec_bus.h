@@ -92,6 +92,10 @@ GBX_FN u8 rd(SpecBus& b, u32 addr) {
   if (addr < 0x8000u) return b.romx[addr - 0x4000u];
   if (addr - 0xC000u < 0x2000u) return spec_mem(b, GBX_MEM_WRAM + (addr - 0xC000u));
   if (addr - 0xFF80u < 0x7Fu) return spec_mem(b, GBX_MEM_IO + (addr & 0xFFu));
+#if GBX_DEVICE_CPU
+  if (addr - 0x8000u < 0x2000u && b.cycles - 3 < b.m.vram_open)  // io_time (hw/ppu.h)
+    return spec_mem(b, GBX_MEM_VRAM + (addr - 0x8000u));
+#endif
   const SpecMark k = spec_mark(b);
   const u8 v = bus_read_slow(b.m, addr);
   spec_resume(b, k);
@@ -109,6 +113,12 @@ GBX_FN void wr(SpecBus& b, u32 addr, u8 v) {
     spec_mem(b, GBX_MEM_IO + (addr & 0xFFu)) = v;
     return;
   }
+#if GBX_DEVICE_CPU
+  if (addr - 0x8000u < 0x2000u && b.cycles - 3 < b.m.vram_open) {
+    spec_mem(b, GBX_MEM_VRAM + (addr - 0x8000u)) = v;
+    return;
+  }
+#endif
   const SpecMark k = spec_mark(b);
   bus_write_slow(b.m, addr, v);
   spec_resume(b, k);

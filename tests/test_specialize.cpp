@@ -258,14 +258,17 @@ TEST_CASE("ALU_LOOP: blocks start at the entry's jump target and at the loop's J
   CHECK(!make_spec_plan(table, other.value().bytes, p).ok());
 }
 
-TEST_CASE("blocks end at transfers, EI/DI, HALT and accesses beyond WRAM/HRAM") {
+TEST_CASE("blocks end at transfers, EI/DI, HALT and MBC writes, not at other accesses") {
   const auto table = opcode_table();
   std::vector<uint8_t> rom(0x8000, 0);
-  // INC A; LDH (80),A (HRAM: stays); LD (C000),A (WRAM: stays); LDH (40),A (I/O: ends after)
-  const uint8_t code[] = {0x3C, 0xE0, 0x80, 0xEA, 0x00, 0xC0, 0xE0, 0x40, 0x3C};
+  // INC A; LDH (80),A (HRAM); LD (C000),A (WRAM); LDH (40),A (I/O); LDH A,(41) (I/O);
+  // LD (9800),A (VRAM): the block goes on; LD (2000),A (MBC: ends after); INC A
+  const uint8_t code[] = {0x3C, 0xE0, 0x80, 0xEA, 0x00, 0xC0, 0xE0, 0x40, 0xF0,
+                          0x41, 0xEA, 0x00, 0x98, 0xEA, 0x00, 0x20, 0x3C};
   std::copy(code, code + sizeof code, rom.begin() + 0x200);
   auto b = spec_decode_block(table, rom, 0, 0x200, 32);
-  CHECK(b.size() == 4);
+  CHECK(b.size() == 7);
+  CHECK(spec_disassemble(b[6]) == "LD ($2000),A");
   // HALT is never inside a block; EI ends one after itself.
   const uint8_t code2[] = {0x3C, 0x76, 0x3C, 0xFB, 0x3C};
   std::copy(code2, code2 + sizeof code2, rom.begin() + 0x300);

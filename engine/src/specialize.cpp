@@ -23,21 +23,25 @@ Role role_of(const OpcodeEntry& e) {
   return e.role;
 }
 
-// Addresses whose plain reads / writes have no side effect and no timing: ROM (reads), WRAM,
-// HRAM. Everything else (MBC registers, VRAM, cartridge RAM, echo, OAM, I/O, IE) ends a block.
-bool quiet_read(uint32_t a) { return a < 0x8000u || a - 0xC000u < 0x2000u || a - 0xFF80u < 0x7Fu; }
-bool quiet_write(uint32_t a) { return a - 0xC000u < 0x2000u || a - 0xFF80u < 0x7Fu; }
+// A constant-address write to the MBC registers (0000-7FFF) ends a block: it is there to
+// switch banks, and a switch leaves the block anyway. Every other access, whatever it reaches
+// (VRAM, cartridge RAM, OAM, I/O, IE), keeps the block going: one beyond ROM, WRAM and HRAM
+// runs the interpreter's own slow path (kernel/spec_bus.h), and the block leaves after it
+// only when it changed what the dispatch admitted the block on (the next event, the OAM DMA,
+// the ROM windows, an interrupt it would take, the run state), as non-constant addresses
+// always did. Ending at every I/O access split polling loops (Tobu Tobu Girl's STAT wait
+// before each VRAM byte: LDH A,(41); AND 2; JR NZ) into blocks of one or two instructions,
+// too short for the wait-loop skip, and cut joypad and sound code after each register.
+bool mbc_write(uint32_t a) { return a < 0x8000u; }
 
-// Whether the instruction's constant-address access (if it has one) stays quiet.
+// Whether the block goes on after the instruction's constant-address access (if it has one).
 bool constant_access_quiet(const SpecInstr& in) {
   const std::string& f = in.op->family;
   const uint32_t a8 = 0xFF00u | in.bytes[1];
   const uint32_t a16 = (uint32_t)in.bytes[1] | ((uint32_t)in.bytes[2] << 8);
-  if (f == "ldh_da8_a") return quiet_write(a8);
-  if (f == "ldh_a_da8") return quiet_read(a8);
-  if (f == "ld_da16_a") return quiet_write(a16);
-  if (f == "ld_a_da16") return quiet_read(a16);
-  if (f == "ld_da16_sp") return quiet_write(a16) && quiet_write((a16 + 1) & 0xFFFFu);
+  if (f == "ldh_da8_a") return !mbc_write(a8);
+  if (f == "ld_da16_a") return !mbc_write(a16);
+  if (f == "ld_da16_sp") return !mbc_write(a16) && !mbc_write((a16 + 1) & 0xFFFFu);
   return true;
 }
 
@@ -349,15 +353,7 @@ std::string spec_block_end(const std::vector<OpcodeEntry>& table, const std::vec
     default:
       break;
   }
-  if (!constant_access_quiet(last)) {
-    const std::string& f = last.op->family;
-    const uint32_t a = f.rfind("ldh_", 0) == 0
-                           ? 0xFF00u | last.bytes[1]
-                           : (uint32_t)last.bytes[1] | ((uint32_t)last.bytes[2] << 8);
-    if (a < 0x8000u) return "mbc_write";
-    if (a >= 0xFF00u && a - 0xFF80u >= 0x7Fu) return "io";
-    return "vram_oam_cart_ram";
-  }
+  if (!constant_access_quiet(last)) return "mbc_write";
   if ((int)instrs.size() >= limits.max_instructions) return "size_limit";
   const uint32_t next = (uint32_t)last.addr + (uint32_t)last.length;
   if (next >= (b.addr < 0x4000u ? 0x4000u : 0x8000u)) return "bank_end";

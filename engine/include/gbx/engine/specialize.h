@@ -85,9 +85,8 @@ Result<std::shared_ptr<const SpecPlan>> make_spec_plan(const std::vector<OpcodeE
                                                        const SpecLimits& limits = {});
 
 // Why the planned block `b` ends where it does (docs/benchmarks/games.md, "Per-game profile"):
-// "jump" (JP, JR, CALL, RET, RETI, RST), "branch" (a conditional one), "ei_di", "mbc_write",
-// "io" (an I/O register or IE at a constant address), "vram_oam_cart_ram" (the same for VRAM,
-// OAM, cartridge RAM, echo), "halt_stop" (HALT, STOP, an illegal opcode or LD B,B next),
+// "jump" (JP, JR, CALL, RET, RETI, RST), "branch" (a conditional one), "ei_di", "mbc_write"
+// (a constant-address write to 0000-7FFF; other accesses do not end blocks), "halt_stop" (HALT, STOP, an illegal opcode or LD B,B next),
 // "size_limit" (`limits.max_instructions`), "bank_end" (the 16 KiB region ends),
 // "block_starts" (the next instruction starts a profiled block: a jump target, a return
 // address), "cold" (the next instruction never ran in the profile). `starts` marks the ROM

@@ -1,9 +1,11 @@
 // Hardware details the public suites may not catch (issue [N] item 4), each pinned by a ROM of
 // our own and the source it follows: EI immediately before HALT with an interrupt pending,
 // STOP (DIV held, wake-up by a selected joypad line, a held button), the mode-3 penalty
-// of an object at OAM X 0, and the OAM corruption bug's patterns (issue [H] item 3).
+// of an object at OAM X 0, and the OAM corruption bug's patterns (issue [H] item 3); and the
+// cpu kernels' VRAM window, which must refuse what the PPU refuses.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
@@ -381,4 +383,62 @@ TEST_CASE("DMG CH3 retrigger while it reads a sample corrupts the first wave RAM
   CHECK(bytes(1) == std::vector<uint8_t>{0x00, 0x11, 0x22, 0x33});
   CHECK(bytes(2) == std::vector<uint8_t>{0x44, 0x55, 0x66, 0x77});
   CHECK(bytes(3) == std::vector<uint8_t>{0x00, 0x11, 0x22, 0x33});
+}
+
+// The cpu kernels' VRAM window (hw/ppu.h ppu_vram_open): an access opens a window up to the
+// next dot at which the PPU could lock VRAM, and the fast paths take VRAM in it without asking
+// the PPU. A window that reached into a lock would read 5A where the PPU gives FF, or store a
+// byte the PPU refuses. Each iteration of the ROM closes the window (LCDC rewritten unchanged),
+// makes a first access and then, 8 T-cycles later, the measured one. The first access reaches
+// VRAM in one build, so the measured access goes through the window it opened; WRAM in the
+// other, so the measured access asks the PPU itself. Iterations are 23 (reads) and 17 (writes)
+// M-cycles apart, prime to a line's 114, so the measured access falls on every M-cycle of the
+// line; both builds must give the same bytes, some refused and some not.
+namespace {
+
+std::pair<std::vector<uint8_t>, std::vector<uint8_t>> vram_window_run(bool first_in_vram) {
+  Asm a;
+  a.op("LD SP,d16", 0xDFF0);
+  wait_ly(a, 144, "vblank");
+  a.op("XOR A").op("LDH (a8),A", 0x40);  // LCD off: fill 8000-80FF with 5A, 8800-97FF with 0
+  a.op("LD HL,d16", 0x8000).op("LD B,d8", 0).op("LD A,d8", 0x5A);
+  a.label("fill1").op("LD (HL+),A").op("DEC B").op("JR NZ,r8", "fill1");
+  a.op("LD HL,d16", 0x8800).op("XOR A");
+  a.label("fill2").op("LD (HL+),A").op("LD C,A").op("LD A,H").op("CP d8", 0x98).op("LD A,C");
+  a.op("JR NZ,r8", "fill2");
+  a.op("LD A,d8", 0x91).op("LDH (a8),A", 0x40);  // LCD on
+  // Reads of 8000 into C000-CFFF (92 T an iteration).
+  a.op("LD HL,d16", 0x8000)
+      .op("LD DE,d16", 0xC000)
+      .op("LD BC,d16", first_in_vram ? 0x8001 : 0xD800);
+  a.label("reads").op("LD A,d8", 0x91).op("LDH (a8),A", 0x40).op("LD A,(BC)").op("LD A,(HL)");
+  a.op("LD (DE),A").op("INC DE").op("NOP").op("NOP").op("NOP").op("NOP");
+  a.op("LD A,D").op("CP d8", 0xD0).op("JR NZ,r8", "reads");
+  // Writes of 91 to 8800-97FF (68 T an iteration).
+  a.op("LD HL,d16", 0x8800).op("LD BC,d16", first_in_vram ? 0x9F00 : 0xD800);
+  a.label("writes").op("LD A,d8", 0x91).op("LDH (a8),A", 0x40).op("LD (BC),A").op("LD (HL+),A");
+  a.op("NOP").op("NOP").op("LD A,H").op("CP d8", 0x98).op("JR NZ,r8", "writes");
+  a.label("end").op("JR r8", "end");
+  auto be = backend_for(a, 12);
+  REQUIRE(be->step({0}).ok());
+  return {mem(*be, 0xC000, 0xD000), mem(*be, 0x8800, 0x9800)};
+}
+
+}  // namespace
+
+TEST_CASE("VRAM window: accesses the fast paths take are those the PPU allows") {
+  const auto fresh = vram_window_run(false);  // the measured access asks the PPU
+  const auto open = vram_window_run(true);    // it goes through the window of the access before
+  auto count = [](const std::vector<uint8_t>& v, uint8_t x) {
+    return std::count(v.begin(), v.end(), x);
+  };
+  // Both kinds of answer occur (mode 3 refuses, the rest allows), and nothing else.
+  CHECK(count(fresh.first, 0xFF) > 400);
+  CHECK(count(fresh.first, 0x5A) > 2000);
+  CHECK(count(fresh.first, 0xFF) + count(fresh.first, 0x5A) == 4096);
+  CHECK(count(fresh.second, 0x00) > 400);
+  CHECK(count(fresh.second, 0x91) > 2000);
+  CHECK(count(fresh.second, 0x00) + count(fresh.second, 0x91) == 4096);
+  CHECK(open.first == fresh.first);
+  CHECK(open.second == fresh.second);
 }

@@ -86,11 +86,11 @@ Result<std::shared_ptr<const SpecPlan>> make_spec_plan(const std::vector<OpcodeE
 
 // Why the planned block `b` ends where it does (docs/benchmarks/games.md, "Per-game profile"):
 // "jump" (JP, JR, CALL, RET, RETI, RST), "branch" (a conditional one), "ei_di", "mbc_write"
-// (a constant-address write to 0000-7FFF; other accesses do not end blocks), "halt_stop" (HALT, STOP, an illegal opcode or LD B,B next),
-// "size_limit" (`limits.max_instructions`), "bank_end" (the 16 KiB region ends),
-// "block_starts" (the next instruction starts a profiled block: a jump target, a return
-// address), "cold" (the next instruction never ran in the profile). `starts` marks the ROM
-// offsets a profiled block starts at (may be empty: then "cold" covers both).
+// (a constant-address write to 0000-7FFF; other accesses do not end blocks), "halt_stop" (HALT,
+// STOP, an illegal opcode or LD B,B next), "size_limit" (`limits.max_instructions`), "bank_end"
+// (the 16 KiB region ends), "block_starts" (the next instruction starts a profiled block: a jump
+// target, a return address), "cold" (the next instruction never ran in the profile). `starts` marks
+// the ROM offsets a profiled block starts at (may be empty: then "cold" covers both).
 std::string spec_block_end(const std::vector<OpcodeEntry>& table, const std::vector<uint8_t>& rom,
                            const SpecBlock& b, const SpecLimits& limits,
                            const std::vector<uint8_t>& starts);

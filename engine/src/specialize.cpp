@@ -32,16 +32,16 @@ Role role_of(const OpcodeEntry& e) {
 // always did. Ending at every I/O access split polling loops (Tobu Tobu Girl's STAT wait
 // before each VRAM byte: LDH A,(41); AND 2; JR NZ) into blocks of one or two instructions,
 // too short for the wait-loop skip, and cut joypad and sound code after each register.
-bool mbc_write(uint32_t a) { return a < 0x8000u; }
+bool mbc_register(uint32_t a) { return a < 0x8000u; }
 
 // Whether the block goes on after the instruction's constant-address access (if it has one).
 bool constant_access_quiet(const SpecInstr& in) {
   const std::string& f = in.op->family;
   const uint32_t a8 = 0xFF00u | in.bytes[1];
   const uint32_t a16 = (uint32_t)in.bytes[1] | ((uint32_t)in.bytes[2] << 8);
-  if (f == "ldh_da8_a") return !mbc_write(a8);
-  if (f == "ld_da16_a") return !mbc_write(a16);
-  if (f == "ld_da16_sp") return !mbc_write(a16) && !mbc_write((a16 + 1) & 0xFFFFu);
+  if (f == "ldh_da8_a") return !mbc_register(a8);
+  if (f == "ld_da16_a") return !mbc_register(a16);
+  if (f == "ld_da16_sp") return !mbc_register(a16) && !mbc_register((a16 + 1) & 0xFFFFu);
   return true;
 }
 

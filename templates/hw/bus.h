@@ -217,10 +217,9 @@ GBX_NOINLINE u8 bus_read_slow(Machine& b, u32 addr) {
   u8 v;
   if (bus_read_window(b, addr, v)) return v;
 #endif
-#if GBX_DEVICE_CPU
-  if (addr < 0xA000u && ppu_vram_open(b)) return mem_at(b, GBX_MEM_VRAM + (addr - 0x8000u));
-#endif
-  if (addr < 0xA000u) return ppu_vram_locked(b) ? 0xFF : mem_at(b, GBX_MEM_VRAM + (addr - 0x8000u));
+  if (addr < 0xA000u)
+    return ppu_vram_open(b) || !ppu_vram_locked(b) ? mem_at(b, GBX_MEM_VRAM + (addr - 0x8000u))
+                                                   : (u8)0xFF;
   if (addr < 0xC000u) return cart_ram_read(b, addr);
   if (addr < 0xFE00u) return mem_at(b, GBX_MEM_WRAM + ((addr - 0xC000u) & 0x1FFFu));  // echo
   if (addr < 0xFF00u) {
@@ -284,11 +283,7 @@ GBX_NOINLINE void bus_write_slow(Machine& b, u32 addr, u8 v) {
   if (addr < 0x8000u)
     mbc_write(b, addr, v);
   else if (addr < 0xA000u) {
-#if GBX_DEVICE_CPU
     if (ppu_vram_open(b) || !ppu_vram_write_locked(b))
-#else
-    if (!ppu_vram_write_locked(b))
-#endif
       mem_at(b, GBX_MEM_VRAM + (addr - 0x8000u)) = v;
   } else if (addr < 0xC000u)
     cart_ram_write(b, addr, v);

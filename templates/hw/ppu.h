@@ -483,6 +483,11 @@ GBX_FN bool ppu_vram_open(Machine& b) {
   b.vram_open = ppu_vram_open_until(b, at);
   return at < b.vram_open;
 }
+#else
+GBX_FN bool ppu_vram_open(Machine& b) {  // no window on a GPU: every access asks the PPU
+  (void)b;
+  return false;
+}
 #endif
 GBX_FN bool ppu_oam_write_locked(Machine& b) {
   const i64 at = io_time(b);

@@ -126,7 +126,7 @@ struct Outcome {
   std::string detail;
 };
 
-Outcome run_one(const fs::path& root, const std::string& rel, PpuModel ppu) {
+Outcome run_one(const fs::path& root, const std::string& rel, PpuModel ppu, Dispatch dispatch) {
   const std::string path = (root / rel).string();
   const TestRomPlan plan = resolve_test_rom(path, TestRomRule::Auto, "");
   if (!plan.skip.empty()) return {"SKIP", plan.skip};
@@ -137,6 +137,7 @@ Outcome run_one(const fs::path& root, const std::string& rel, PpuModel ppu) {
   o.expect_png = plan.expect_png;
   o.max_frames = frame_limit(plan.suite);
   o.options["ppu"] = std::string(to_string(ppu));
+  o.options["dispatch"] = std::string(to_string(dispatch));
   auto r = run_test_rom(rom.value(), o);
   if (!r) return {"FAIL", "error: " + r.error().message};
   const std::string how = r->convention.empty() ? "" : r->convention + ": ";
@@ -146,7 +147,8 @@ Outcome run_one(const fs::path& root, const std::string& rel, PpuModel ppu) {
 // Runs `roms` with the pixel model `ppu` and holds them against `file`; `write_env` names the
 // variable that writes today's results.
 void check_suites(const fs::path& root, const std::vector<std::string>& roms, PpuModel ppu,
-                  const fs::path& file, const char* write_env) {
+                  const fs::path& file, const char* write_env,
+                  Dispatch dispatch = Dispatch::Switch) {
   const auto expected = read_expectations(file);
   REQUIRE(!roms.empty());
 
@@ -162,7 +164,7 @@ void check_suites(const fs::path& root, const std::vector<std::string>& roms, Pp
       const TestRomPlan plan = resolve_test_rom((root / roms[i]).string(), TestRomRule::Auto, "");
       if (plan.skip.empty() && std::find(warm.begin(), warm.end(), plan.rule) == warm.end()) {
         warm.push_back(plan.rule);
-        outcomes[i] = run_one(root, roms[i], ppu);
+        outcomes[i] = run_one(root, roms[i], ppu, dispatch);
       } else {
         queue.push_back(i);
       }
@@ -170,7 +172,7 @@ void check_suites(const fs::path& root, const std::vector<std::string>& roms, Pp
     std::atomic<size_t> next{0};
     auto work = [&] {
       for (size_t k; (k = next.fetch_add(1)) < queue.size();)
-        outcomes[queue[k]] = run_one(root, roms[queue[k]], ppu);
+        outcomes[queue[k]] = run_one(root, roms[queue[k]], ppu, dispatch);
     };
     std::vector<std::thread> workers;
     const unsigned n = std::max(1u, std::min(2u, std::thread::hardware_concurrency()));
@@ -218,7 +220,8 @@ void check_suites(const fs::path& root, const std::vector<std::string>& roms, Pp
          << " unexpected passes";
     std::printf("%s\n", line.str().c_str());
   }
-  std::printf("public suites (ppu=%s): %zu ROMs in %.1f s\n", std::string(to_string(ppu)).c_str(),
+  std::printf("public suites (ppu=%s, dispatch=%s): %zu ROMs in %.1f s\n",
+              std::string(to_string(ppu)).c_str(), std::string(to_string(dispatch)).c_str(),
               roms.size(), secs);
 
   if (const char* out = std::getenv(write_env)) {
@@ -247,6 +250,18 @@ TEST_CASE("public suites: every DMG-applicable ROM against tests/data/public_sui
   }
   check_suites(root, dmg_applicable(root), PpuModel::Line, kExpectations,
                "GBX_PUBLIC_SUITES_WRITE");
+}
+
+// dispatch=uniform (sm83/uniform.h): the same ROMs, the same expected results. Its M-cycles
+// are the families' own in their order, which the timing ROMs (mooneye's, gbmicrotest's,
+// blargg's instr_timing and mem_timing) check access by access.
+TEST_CASE("public suites under dispatch=uniform: tests/data/public_suites.tsv as the switch") {
+  const fs::path root = testroms_dir();
+  if (!fs::is_directory(root)) {
+    GBX_SKIP("no test ROMs at " + root.string() + " (../shared/testroms; or set GBX_TESTROMS_DIR)");
+  }
+  check_suites(root, dmg_applicable(root), PpuModel::Line, kExpectations, "GBX_PUBLIC_SUITES_WRITE",
+               Dispatch::Uniform);
 }
 
 // ppu=fifo: the suites that look at the PPU. Mooneye's results must include every one the

@@ -57,11 +57,13 @@ struct Run {
   // A ROM-specialized kernel for the plan of a 240-frame profile (its blocks pass over the wait
   // loops they are: kernel/step.tmpl, after spec_run).
   bool specialized = false;
+  // The uniform dispatch (dispatch=uniform, sm83/uniform.h) instead of the opcode switch.
+  bool uniform = false;
   std::string label() const {
     return backend + " threads=" + std::to_string(threads) + " envs=" + std::to_string(envs) +
            " frames/step=" + std::to_string(frames_per_step) +
            (every_iteration ? " wait loops run iteration by iteration" : "") +
-           (specialized ? " specialized" : "");
+           (specialized ? " specialized" : "") + (uniform ? " dispatch=uniform" : "");
   }
 };
 
@@ -81,6 +83,7 @@ Trace run(const Rom& rom, const Run& r) {
   cfg.stage = Stage::FullStep;
   cfg.obs = ObsKind::Pixels;
   if (r.every_iteration) cfg.hooks = {HookAddr{-1, 0x3FFF}};
+  if (r.uniform) cfg.dispatch = Dispatch::Uniform;
   if (r.specialized) {
     ProfileRunOptions po;
     po.frames = 240;
@@ -217,6 +220,32 @@ TEST_CASE("cuda: the same trajectory on the device as on the cpu") {
     check_same(rom, want, run(rom, {"cuda", 0, 2, 1}),
                path.filename().string() + ": cuda, 1 frame");
   }
+}
+
+// The uniform dispatch is the switch's trajectory on the cpu and on the double (where the
+// meter prices it): every game, random buttons, 2,400 frames, whole states and screens.
+static void check_uniform(const std::string& backend) {
+  const auto roms = game_roms();
+  for (const fs::path& path : roms) {
+    CAPTURE(path.filename().string());
+    const Rom rom = load(path);
+    Run uniform{backend, backend == "cpu" ? 1 : 0, 2, kStepFrames};
+    uniform.uniform = true;
+    check_same(rom, run(rom, {"cpu", 1, 2, kStepFrames}), run(rom, uniform),
+               path.filename().string() + ": " + uniform.label());
+  }
+}
+
+TEST_CASE("dispatch=uniform: the switch's trajectory on the cpu") { check_uniform("cpu"); }
+
+TEST_CASE("cuda: dispatch=uniform on the device is the cpu switch's trajectory") {
+  auto drv = CudaDriver::get();
+  if (!drv.ok()) {
+    if (std::getenv("GBX_TEST_CUDA_DOUBLE_DIR"))
+      FAIL("the CUDA double did not load: ", drv.error().message);
+    GBX_SKIP(drv.error().message);
+  }
+  check_uniform("cuda");
 }
 
 namespace {

@@ -193,6 +193,7 @@ void register_bench(CLI::App& app, Commands& cmds) {
   c->add_option("--out", b.out, "output root")->capture_default_str();
   add_declared(c, kBench, "rtc_lock", b.opts);
   add_declared(c, kBench, "ppu", b.opts);
+  add_declared(c, kBench, "dispatch", b.opts);
   add_declared(c, kBench, "layout", b.opts);
   c->add_flag("--verbose", b.verbose, "backend logs");
   cmds.emplace_back(c, [] { return cmd_bench(b); });

@@ -390,6 +390,7 @@ void register_run(CLI::App& app, Commands& cmds) {
   r->add_flag("--verbose", run.verbose, "backend logs");
   add_declared(r, kRun, "rtc_lock", run.opts);
   add_declared(r, kRun, "ppu", run.opts);
+  add_declared(r, kRun, "dispatch", run.opts);
   add_declared(r, kRun, "layout", run.opts);
   r->add_option("--sav", run.sav,
                 "battery RAM file: loaded into every env at reset (a missing file starts "

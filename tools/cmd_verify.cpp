@@ -144,6 +144,7 @@ void register_verify(CLI::App& app, Commands& cmds) {
   c->add_option("--seed", v.seed, "seed for reset, seeded_random and hold")->capture_default_str();
   add_declared(c, kVerify, "rtc_lock", v.opts);
   add_declared(c, kVerify, "ppu", v.opts);
+  add_declared(c, kVerify, "dispatch", v.opts);
   add_declared(c, kVerify, "layout", v.opts);
   c->add_option("--dut-layout", v.dut_layout, "the DUT's layout when it differs from --layout");
   c->add_flag("--screen", v.screen,

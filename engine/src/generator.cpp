@@ -140,6 +140,7 @@ class Generator {
       if (!h) return h.take_error();
       out += h.value();
     }
+    if (params_.dispatch == Dispatch::Uniform) out += "#define GBX_UNIFORM_DISPATCH 1\n";
     if (params_.specialize) {
       if (params_.run_mode != RunMode::Frames || params_.memory_model != MemoryModel::Dmg)
         return make_error(ErrorKind::Usage,
@@ -260,6 +261,7 @@ class Generator {
                         if (site == "CB_DISPATCH") return dispatch(true);
                         if (site == "POST_STEP_DISPATCH") return epilogs();
                         if (site == "PPU_FIFO") return ppu_fifo();
+                        if (site == "UNIFORM_TABLE") return uniform_table();
                         if (site == "SPECIALIZED_BLOCKS")
                           return params_.specialize ? specialized_blocks(*params_.specialize)
                                                     : Result<std::string>(std::string());
@@ -388,11 +390,96 @@ class Generator {
     // Templates without the threaded dispatch (an older kernel/step.tmpl) get empty macros.
     std::string out =
         cb ? "" : "#ifndef GBX_NEXT_OP\n#define GBX_OP_LABEL(nn)\n#define GBX_NEXT_OP\n#endif\n";
+    const bool uniform = params_.dispatch == Dispatch::Uniform;
     for (const auto& e : bundle_.opcodes()) {
       if (e.cb != cb) continue;
+      // The uniform path runs these (and PREFIX CB, which opens the CB page there): no case.
+      if (uniform && uniform_descriptor(e)) continue;
       auto c = expand_case(e);
       if (!c) return c.take_error();
       out += c.value();
+    }
+    return out;
+  }
+
+  // The uniform dispatch's descriptor of one opcode (sm83/uniform.h decodes it), from its row
+  // of sm83/opcodes.tsv: 0 for an opcode that keeps its case. Register operands by their
+  // SM83 encoding index (B C D E H L (HL) A = 0..7).
+  static uint32_t uniform_descriptor(const OpcodeEntry& e) {
+    static const std::map<std::string, uint32_t> reg = {{"B", 0}, {"C", 1}, {"D", 2},   {"E", 3},
+                                                        {"H", 4}, {"L", 5}, {"dHL", 6}, {"A", 7}};
+    static const std::map<std::string, uint32_t> alu = {{"ADD", 1}, {"ADC", 2}, {"SUB", 3},
+                                                        {"SBC", 4}, {"AND", 5}, {"XOR", 6},
+                                                        {"OR", 7},  {"CP", 8}};
+    static const std::map<std::string, uint32_t> rot = {{"RLC", 11},  {"RRC", 12}, {"RL", 13},
+                                                        {"RR", 14},   {"SLA", 15}, {"SRA", 16},
+                                                        {"SWAP", 17}, {"SRL", 18}};
+    auto operand = [&](const char* name) -> std::string {
+      for (const auto& [n, v] : e.operands)
+        if (n == name) return v;
+      return "";
+    };
+    // Fields (sm83/uniform.h): src 0-2, src is d8 bit 3, dst 4-6, write bit 7, op 8-12,
+    // bit index 13-15, valid bit 16.
+    auto make = [](uint32_t src, bool imm, uint32_t dst, bool write, uint32_t op, uint32_t bit) {
+      return src | (imm ? 8u : 0u) | dst << 4 | (write ? 0x80u : 0u) | op << 8 | bit << 13 |
+             0x10000u;
+    };
+    auto src_of = [&](const std::string& v, uint32_t& src, bool& imm) {
+      imm = v == "d8";
+      src = imm ? 0 : reg.count(v) ? reg.at(v) : 99;
+      return imm || src != 99;
+    };
+    const std::string& f = e.family;
+    uint32_t src = 0;
+    bool imm = false;
+    if (f == "nop") return make(0, false, 0, false, 0, 0);
+    if (f == "prefix_cb" && !e.cb) return 0x30000u;  // the CB page's descriptor follows
+    if (f == "ld_r_src" && reg.count(operand("DST")) && src_of(operand("SRC"), src, imm))
+      return make(src, imm, reg.at(operand("DST")), true, 0, 0);
+    if (f == "ld_dhl_src" && src_of(operand("SRC"), src, imm)) return make(src, imm, 6, true, 0, 0);
+    if (f == "alu" && alu.count(operand("OP")) && src_of(operand("SRC"), src, imm))
+      return make(src, imm, 7, operand("OP") != "CP", alu.at(operand("OP")), 0);
+    if ((f == "inc_r" || f == "dec_r") && reg.count(operand("R")))
+      return make(reg.at(operand("R")), false, reg.at(operand("R")), true, f == "inc_r" ? 9 : 10,
+                  0);
+    if (f == "inc_dhl" || f == "dec_dhl")
+      return make(6, false, 6, true, f == "inc_dhl" ? 9 : 10, 0);
+    const std::string bit = operand("BIT");
+    const uint32_t b = bit.size() == 1 && bit[0] >= '0' && bit[0] <= '7' ? bit[0] - '0' : 0;
+    const std::string r =
+        f.size() > 4 && f.compare(f.size() - 4, 4, "_dhl") == 0 ? "dHL" : operand("R");
+    if ((f == "cb_rot_r" || f == "cb_rot_dhl") && rot.count(operand("ROT")) && reg.count(r))
+      return make(reg.at(r), false, reg.at(r), true, rot.at(operand("ROT")), 0);
+    if (f == "cb_bit" && src_of(operand("SRC"), src, imm) && !imm)
+      return make(src, false, src, false, 19, b);
+    if ((f == "cb_res_r" || f == "cb_res_dhl" || f == "cb_set_r" || f == "cb_set_dhl") &&
+        reg.count(r))
+      return make(reg.at(r), false, reg.at(r), true, f.rfind("cb_res", 0) == 0 ? 20 : 21, b);
+    return 0;
+  }
+
+  // The uniform dispatch's tables (base page, CB page), or nothing for switch kernels.
+  Result<std::string> uniform_table() {
+    if (params_.dispatch != Dispatch::Uniform) return std::string();
+    uint32_t base[256] = {}, cb[256] = {};
+    for (const auto& e : bundle_.opcodes())
+      (e.cb ? cb : base)[e.code & 0xFF] = uniform_descriptor(e);
+    for (int i = 0; i < 256; ++i)
+      if (!cb[i])
+        return err("templates/sm83/opcodes.tsv: CB " + std::to_string(i) +
+                   " has no uniform descriptor (the uniform path runs the whole CB page)");
+    std::string out;
+    char buf[32];
+    for (int page = 0; page < 2; ++page) {
+      out += page ? "GBX_UNIFORM_TABLE u32 gbx_uniform_cb[256] = {"
+                  : "GBX_UNIFORM_TABLE u32 gbx_uniform_base[256] = {";
+      for (int i = 0; i < 256; ++i) {
+        std::snprintf(buf, sizeof buf, "%s0x%05Xu,", i % 8 ? " " : "\n    ",
+                      (unsigned)(page ? cb : base)[i]);
+        out += buf;
+      }
+      out += "\n};\n";
     }
     return out;
   }

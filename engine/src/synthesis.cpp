@@ -84,6 +84,13 @@ std::optional<PpuModel> parse_ppu_model(std::string_view s) {
   return std::nullopt;
 }
 
+std::string_view to_string(Dispatch d) { return d == Dispatch::Switch ? "switch" : "uniform"; }
+std::optional<Dispatch> parse_dispatch(std::string_view s) {
+  if (s == "switch") return Dispatch::Switch;
+  if (s == "uniform") return Dispatch::Uniform;
+  return std::nullopt;
+}
+
 uint32_t seen_table_slots(uint32_t capacity) {
   const uint64_t want = ((uint64_t)capacity * 4 + 2) / 3;
   uint32_t slots = 8;
@@ -131,6 +138,7 @@ std::string SynthParams::canonical() const {
   if (layout != MemLayout::EnvMajor) out += ";layout=" + std::string(to_string(layout));
   // Only fifo: line, the pixel model of every kernel that draws nothing, is implicit.
   if (synth_ppu(*this) != PpuModel::Line) out += ";ppu=" + std::string(to_string(ppu));
+  if (dispatch != Dispatch::Switch) out += ";dispatch=" + std::string(to_string(dispatch));
   if (profile) out += ";profile=1";
   if (!hooks.empty()) {
     out += ";hooks=";

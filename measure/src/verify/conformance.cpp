@@ -77,6 +77,7 @@ Result<ConformanceReport> run_sm83_conformance(const ConformanceOptions& opts) {
   cfg.run_mode = RunMode::Instructions;
   cfg.instructions_per_step = 1;
   cfg.threads = opts.threads;
+  cfg.dispatch = opts.dispatch;
   Rom no_rom;
   auto backend = CpuBackend::create(no_rom, cfg);
   if (!backend) return backend.take_error();

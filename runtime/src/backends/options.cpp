@@ -189,6 +189,14 @@ std::vector<OptionDecl> declare() {
                   .except(kBenchStages, nullptr, "",
                           "pixel model of variants without @fifo / @line: line | fifo")
                   .into(GBX_INTO(ppu, *parse_ppu_model(str(v)))));
+  o.push_back(Opt("dispatch", "--dispatch", T::String, "'switch'",
+                  kKernelCli | kTestrom | kDivergence, "str",
+                  "opcode dispatch: switch (a case per opcode) | uniform (the register-operand "
+                  "opcodes share one path, operands from a table: fewer distinct paths per GPU "
+                  "warp); docs/internals/divergence.md")
+                  .one_of({"switch", "uniform"})
+                  .synth()
+                  .into(GBX_INTO(dispatch, *parse_dispatch(str(v)))));
   o.push_back(Opt("tiered_start", "--tiered-start", T::Bool, "False", kRun | kNative | kPython,
                   "bool",
                   "cuda: a kernel not in the cache starts as a quick compile while the optimized "

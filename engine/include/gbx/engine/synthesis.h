@@ -33,6 +33,13 @@ enum class PpuModel { Line, Fifo };
 // few percent on game-shaped workloads, as lines without mode-3 writes take the line path).
 inline constexpr PpuModel kDefaultPpu = PpuModel::Fifo;
 
+// How the step loop dispatches an opcode (docs/internals/divergence.md, "Uniform dispatch"):
+// switch, one case per opcode; or uniform, where the register-operand opcodes (LD r,r', ALU
+// A,r, INC/DEC r, LD r,d8, the CB page, NOP: 420 of 512) run one shared path with their
+// operands and operation read from a table the generator makes from sm83/opcodes.tsv, so GPU
+// lanes on LD B,C and ADD A,(HL) issue the same instructions; the rest keep their cases.
+enum class Dispatch { Switch, Uniform };
+
 // A hook (BackendConfig::hooks): execution reaching `addr` at an instruction fetch is counted
 // per env and step. bank >= 0 (addresses 4000-7FFF only): only while that ROM bank is mapped
 // there; -1: any bank.
@@ -81,6 +88,7 @@ struct SynthParams {
   bool rtc_lock = false;  // cartridge clocks (MBC3 RTC) never advance
   MemLayout layout = MemLayout::EnvMajor;
   PpuModel ppu = kDefaultPpu;
+  Dispatch dispatch = Dispatch::Switch;
   // Profiling interpreter: counts instructions executed per ROM offset into
   // GbxParams::profile_counts. Not compiled in otherwise.
   bool profile = false;
@@ -100,6 +108,8 @@ std::string_view to_string(MemLayout l);
 std::string_view to_string(RunMode r);
 std::string_view to_string(PpuModel m);
 std::optional<PpuModel> parse_ppu_model(std::string_view s);
+std::string_view to_string(Dispatch d);
+std::optional<Dispatch> parse_dispatch(std::string_view s);
 std::string_view to_string(ObsKind k);
 std::string_view to_string(ObsFormat f);
 std::optional<Stage> parse_stage(std::string_view s);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gbx/engine/result.h"
+#include "gbx/engine/synthesis.h"
 
 namespace gbx {
 
@@ -13,6 +14,7 @@ struct ConformanceOptions {
   std::filesystem::path dir;      // the extracted suite (folder of *.json)
   std::vector<std::string> only;  // file stems to run ("00", "cb 7e"); empty = all
   int threads = 0;
+  Dispatch dispatch = Dispatch::Switch;  // the kernel's opcode dispatch (synthesis option)
 };
 
 struct ConformanceFile {

@@ -61,6 +61,7 @@ struct BackendConfig {
   bool rtc_lock = false;                   // cartridge clocks never advance (synthesis parameter)
   MemLayout layout = MemLayout::EnvMajor;  // per-env memory layout (synthesis parameter)
   PpuModel ppu = kDefaultPpu;              // pixel model: line | fifo (synthesis parameter)
+  Dispatch dispatch = Dispatch::Switch;    // opcode dispatch: switch | uniform (synthesis)
   ObsKind obs = ObsKind::Vec;              // what the obs stages write (obs_v0 or the screen)
   ObsFormat obs_format = ObsFormat::Full;
   bool render = false;                 // draw the screen whatever the stage (screenshots)
@@ -125,6 +126,7 @@ inline SynthParams synth_params_for(const BackendConfig& cfg, Device device, int
   p.rtc_lock = cfg.rtc_lock;
   p.layout = cfg.layout;
   p.ppu = cfg.ppu;
+  p.dispatch = cfg.dispatch;
   p.obs = cfg.obs;
   p.obs_format = cfg.obs_format;
   p.render = cfg.render;

@@ -219,6 +219,45 @@ TEST_CASE("divergence on the double: lockstep is 32 lanes, a split warp what the
   CHECK(ptx.lanes() < 31);
 }
 
+// dispatch=uniform (sm83/uniform.h): INC B and INC C are one path, with its INC part, so the
+// warp the switch splits in two runs as one; the path and its parts have PTX weights.
+TEST_CASE("divergence on the double: dispatch=uniform joins the split warp's INC B and INC C") {
+  GBX_REQUIRE_NVRTC();
+  if (!std::getenv("GBX_TEST_CUDA_DOUBLE_DIR")) GBX_SKIP("not run on the CUDA driver double");
+  test::TempDir dir;
+  DivergenceOptions o = split_options(dir.path, 1, 1);
+  o.options["dispatch"] = std::string("uniform");
+  auto r = run_divergence(o, nullptr);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  const UnitWeights& w = r->ptx_unit_weights;
+  INFO(w.source);
+  CHECK(w.at(kTraceUniform) > 0);
+  CHECK(w.at(kTracePart + 17) > 0);                     // INC's part of uniform_op
+  CHECK(w.at(kTracePart + 2) > w.at(kTracePart + 17));  // the (HL) read: a bus access
+  CHECK(w.source.find("uniform path") != std::string::npos);
+  // JR keeps its case, found through the mark before the opcode switch: priced as a case (a
+  // fetch, an idle M-cycle), not as the tree's way out that the uniform opcodes take.
+  CHECK(w.at(0x18) > 3 * w.at(0x04));
+  CHECK(r->steps[0].count[0].lanes() > 31.9);
+  CHECK(r->steps[0].ptx[0].lanes() > 31.9);
+}
+
+TEST_CASE("simt model: a uniform path's parts issue once per iteration for the lanes in them") {
+  // Lane 0: uniform with parts 2 and 17 (LD A,(HL)-like read, INC), lane 1: parts 17 only.
+  std::vector<std::vector<uint32_t>> lanes(2);
+  lanes[0] = {kTraceUniform, kTracePart + 2, kTracePart + 17, 0x18};
+  lanes[1] = {kTraceUniform, kTracePart + 17, 0x18};
+  UnitWeights w;
+  w.cost = {{kTraceUniform, 10}, {kTracePart + 2, 20}, {kTracePart + 17, 3}, {0x18, 4}};
+  const SimtCost c = fold1(lanes, w);
+  CHECK(c.iterations == 2);
+  // Iteration 1 issues 10 + 20 + 3, useful 33 + 13; iteration 2 issues 4, useful 8.
+  CHECK(c.issued == doctest::Approx(37));
+  CHECK(c.useful == doctest::Approx(54));
+  CHECK(trace_unit_name(kTraceUniform) == "uniform");
+  CHECK(trace_unit_name(kTracePart + 17) == "part 17");
+}
+
 TEST_CASE("regrouping: envs dealt to warps by PC at the step's start or by their trace") {
   GBX_REQUIRE_NVRTC();
   if (!std::getenv("GBX_TEST_CUDA_DOUBLE_DIR")) GBX_SKIP("not run on the CUDA driver double");

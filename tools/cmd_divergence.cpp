@@ -62,17 +62,20 @@ int cmd_divergence(DivergenceCli& c) {
     auto r = run_divergence(o, nullptr);
     if (!r) return tool::fail(r.error());
     if (&p == &policies.front())
-      std::printf("%-8s %5s %-24s %8s %7s %8s %10s %10s\n", "actions", "step", "schedule", "lanes",
-                  "eff", "lanes#", "disp/lane", "warp_iters");
+      std::printf("%-8s %5s %-24s %8s %7s %8s %10s %10s %12s\n", "actions", "step", "schedule",
+                  "lanes", "eff", "lanes#", "disp/lane", "warp_iters", "issued/warp");
     for (const DivergenceStep& s : r->steps)
       for (size_t si = 0; si < o.schedules.size(); ++si) {
         const SimtCost& ptx = s.ptx[si];
         const SimtCost& count = s.count[si];
-        std::printf("%-8s %5d %-24s %8.2f %6.1f%% %8.2f %10.0f %10llu\n", p.c_str(), s.step,
-                    o.schedules[si].name().c_str(), ptx.lanes(), 100 * ptx.efficiency(),
+        // issued/warp: PTX instructions a warp issues in the step, the cost of the same
+        // emulated work whatever the kernel (dispatch variants run one trajectory).
+        std::printf("%-8s %5d %-24s %8.2f %6.1f%% %8.2f %10.0f %10llu %12.0f\n", p.c_str(),
+                    s.step, o.schedules[si].name().c_str(), ptx.lanes(), 100 * ptx.efficiency(),
                     count.lanes(),
                     count.lanes_seen ? (double)count.dispatches / (double)count.lanes_seen : 0,
-                    (unsigned long long)count.iterations);
+                    (unsigned long long)count.iterations,
+                    ptx.warps ? ptx.issued / (double)ptx.warps : 0);
       }
     std::printf("# %s: kernel %s, %d warps (%d envs), weights %s\n", p.c_str(),
                 r->kernel_entry.substr(0, 16).c_str(), o.warps, o.warps * 32,
@@ -104,6 +107,7 @@ void register_divergence(CLI::App& app, Commands& cmds) {
   c->add_option("--seed", d.o.seed, "random actions' seed")->capture_default_str();
   add_declared(c, kDivergence, "specialize", d.o.options);
   add_declared(c, kDivergence, "stage", d.o.options);
+  add_declared(c, kDivergence, "dispatch", d.o.options);
   c->add_option("--schedule", d.schedules,
                 "issue schedules priced on the same trace: simt (the kernel as it is), "
                 "majority:B (lanes of the warp's most common next unit run; B: most "

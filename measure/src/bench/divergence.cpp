@@ -22,11 +22,21 @@ namespace {
 
 constexpr uint32_t kNoUnit = 0xFFFFFFFFu;  // an iteration that only serviced events
 
-// One loop iteration of one lane: the events prefix and the unit it ran.
+// One loop iteration of one lane: the events prefix, the unit it ran and the parts of the
+// uniform path it ran (bit k: kTracePart + k).
 struct Iter {
   bool events = false;
   uint32_t unit = kNoUnit;
+  uint64_t parts = 0;
 };
+
+// What the parts in `mask` cost under w.
+double parts_cost(uint64_t mask, const UnitWeights& w) {
+  double n = 0;
+  for (uint32_t k = 0; mask; ++k, mask >>= 1)
+    if (mask & 1) n += w.at(kTracePart + k);
+  return n;
+}
 
 // Records -> iterations. An events record opens the iteration whose unit follows it; op CB is
 // followed by its CB unit, which names the iteration (its weight includes op CB's case).
@@ -35,7 +45,9 @@ std::vector<Iter> iterations(const std::vector<uint32_t>& records) {
   out.reserve(records.size());
   bool events = false;
   for (const uint32_t u : records) {
-    if (u == kTraceEvents) {
+    if (is_trace_part(u)) {
+      if (!out.empty()) out.back().parts |= 1ull << (u - kTracePart);
+    } else if (u == kTraceEvents) {
       if (events) out.push_back(Iter{true, kNoUnit});  // two in a row: an events-only one
       events = true;
     } else if (((u >= kTraceCb && u < kTraceCb + 256) || u >= kTraceFamily) && !events &&
@@ -66,6 +78,10 @@ std::string trace_unit_name(uint32_t unit) {
     return "stop_leave";
   else if (unit == kTraceEvents)
     return "events";
+  else if (unit == kTraceUniform)
+    return "uniform";
+  else if (is_trace_part(unit))
+    std::snprintf(buf, sizeof buf, "part %u", unit - kTracePart);
   else if (unit >= kTraceBlock)
     std::snprintf(buf, sizeof buf, "block %u", unit - kTraceBlock);
   else
@@ -215,8 +231,12 @@ std::vector<SimtCost> majority_fold(const std::vector<std::vector<Iter>>& its,
       chosen = best->first;
     }
     bool any_events = false;
+    uint64_t any_parts = 0;
     for (size_t i = 0; i < n; ++i)
-      if (at[i] < its[i].size() && its[i][at[i]].unit == chosen) any_events |= its[i][at[i]].events;
+      if (at[i] < its[i].size() && its[i][at[i]].unit == chosen) {
+        any_events |= its[i][at[i]].events;
+        any_parts |= its[i][at[i]].parts;
+      }
     for (size_t wi = 0; wi < weights.size(); ++wi) {
       const UnitWeights& w = *weights[wi];
       const double ev = w.at(kTraceEvents);
@@ -226,10 +246,12 @@ std::vector<SimtCost> majority_fold(const std::vector<std::vector<Iter>>& its,
       for (size_t i = 0; i < n; ++i) {
         if (at[i] >= its[i].size() || its[i][at[i]].unit != chosen) continue;
         ++ran;
-        useful += w.loop_top + (its[i][at[i]].events ? ev : 0) + unit;
+        useful += w.loop_top + (its[i][at[i]].events ? ev : 0) + unit +
+                  parts_cost(its[i][at[i]].parts, w);
       }
       SimtCost& c = out[wi];
-      c.issued += sched.overhead + w.loop_top + (any_events ? ev : 0) + unit;
+      c.issued +=
+          sched.overhead + w.loop_top + (any_events ? ev : 0) + unit + parts_cost(any_parts, w);
       c.useful += useful;
       c.iterations += 1;
       c.dispatches += ran;
@@ -271,9 +293,11 @@ std::vector<SimtCost> simt_fold(const std::vector<std::vector<uint32_t>>& lanes,
     // the events path issues once if any lane takes it.
     distinct.clear();
     bool any_events = false;
+    uint64_t any_parts = 0;  // a part issues once if any lane runs it
     for (const auto& l : its) {
       if (k >= l.size()) continue;
       any_events |= l[k].events;
+      any_parts |= l[k].parts;
       if (l[k].unit != kNoUnit &&
           std::find(distinct.begin(), distinct.end(), l[k].unit) == distinct.end())
         distinct.push_back(l[k].unit);
@@ -282,15 +306,15 @@ std::vector<SimtCost> simt_fold(const std::vector<std::vector<uint32_t>>& lanes,
       const UnitWeights& w = *weights[wi];
       SimtCost& c = out[wi];
       const double ev = w.at(kTraceEvents);
-      double issued = w.loop_top + (any_events ? ev : 0);
+      double issued = w.loop_top + (any_events ? ev : 0) + parts_cost(any_parts, w);
       for (const uint32_t u : distinct) issued += w.at(u);
       double useful = 0;
       uint64_t active = 0;
       for (const auto& l : its) {
         if (k >= l.size()) continue;
         ++active;
-        useful +=
-            w.loop_top + (l[k].events ? ev : 0) + (l[k].unit == kNoUnit ? 0 : w.at(l[k].unit));
+        useful += w.loop_top + (l[k].events ? ev : 0) +
+                  (l[k].unit == kNoUnit ? 0 : w.at(l[k].unit)) + parts_cost(l[k].parts, w);
       }
       c.issued += issued;
       c.useful += useful;

@@ -7,6 +7,7 @@
 // after it, which the lanes run together).
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <queue>
 #include <regex>
@@ -23,6 +24,9 @@ struct Block {
   std::string label;
   std::vector<std::string> instrs;
   std::vector<int> succ;
+  // Marks of the uniform path ("gbx-part 3", "gbx-path end": inline-asm comments of
+  // sm83/uniform.h), at the instruction index they stand before.
+  std::vector<std::pair<size_t, std::string>> marks;
 };
 
 struct Func {
@@ -55,7 +59,7 @@ std::vector<Func> parse_ptx(const std::string& ptx) {
       if (!pending_name.empty() && t == "{") {
         in_body = true;
         cur = Func{pending_name, {}};
-        cur.blocks.push_back(Block{"", {}, {}});
+        cur.blocks.push_back(Block{"", {}, {}, {}});
         pending_name.clear();
       } else if (!pending_name.empty() && !t.empty() && t.back() == ';') {
         pending_name.clear();  // a prototype
@@ -67,9 +71,13 @@ std::vector<Func> parse_ptx(const std::string& ptx) {
       in_body = false;
       continue;
     }
+    if (t.rfind("// gbx-", 0) == 0) {
+      cur.blocks.back().marks.emplace_back(cur.blocks.back().instrs.size(), t.substr(3));
+      continue;
+    }
     if (t.empty() || t[0] == '.' || t[0] == '{' || t[0] == '}' || t.rfind("//", 0) == 0) continue;
     if (t.back() == ':') {
-      cur.blocks.push_back(Block{t.substr(0, t.size() - 1), {}, {}});
+      cur.blocks.push_back(Block{t.substr(0, t.size() - 1), {}, {}, {}});
       continue;
     }
     const size_t colon = t.find(':');
@@ -92,7 +100,7 @@ std::vector<Func> parse_ptx(const std::string& ptx) {
     const std::string op = t[0] == '@' ? trim(t.substr(t.find_first_of(" \t"))) : t;
     if (op.rfind("bra", 0) == 0 || op.rfind("ret", 0) == 0 || op.rfind("exit", 0) == 0 ||
         op.rfind("brx.idx", 0) == 0)
-      cur.blocks.push_back(Block{"", {}, {}});
+      cur.blocks.push_back(Block{"", {}, {}, {}});
   }
   // Edges.
   for (Func& f : funcs) {
@@ -163,6 +171,7 @@ int64_t parse_imm(const std::string& s) {
 struct Switch {
   std::map<std::string, int64_t> alias;  // register -> offset added to the switch value
   std::map<int, Test> tests;             // block -> its closing test
+  int root = -1;                         // the tree's root where a mark says (else found)
 };
 
 Switch find_switch(const Func& f) {
@@ -179,9 +188,32 @@ Switch find_switch(const Func& f) {
     }
   Switch sw;
   if (counts.empty()) return sw;
-  const auto top = std::max_element(counts.begin(), counts.end(), [](const auto& a, const auto& b) {
-    return a.second < b.second;
-  });
+  auto top = std::max_element(counts.begin(), counts.end(),
+                              [](const auto& a, const auto& b) { return a.second < b.second; });
+  // A uniform-dispatch kernel marks its opcode switch ("// gbx-path switch", sm83/uniform.h):
+  // the register of the first compare after the mark, whatever else has more compares (its
+  // switch has ~90 cases, fewer than an inlined I/O register switch may have).
+  for (size_t b0 = 0; b0 < f.blocks.size(); ++b0)
+    for (const auto& [pos0, mark] : f.blocks[b0].marks) {
+      if (mark != "gbx-path switch") continue;
+      std::set<int> seen{(int)b0};
+      std::vector<std::pair<int, size_t>> todo{{(int)b0, pos0}};
+      std::string reg;
+      while (!todo.empty() && reg.empty()) {
+        const auto [b, from] = todo.front();
+        todo.erase(todo.begin());
+        for (size_t i = from; i < f.blocks[b].instrs.size() && reg.empty(); ++i) {
+          std::smatch m;
+          if (std::regex_search(f.blocks[b].instrs[i], m, setp)) {
+            reg = m[5];
+            sw.root = b;
+          }
+        }
+        for (int s : f.blocks[b].succ)
+          if (seen.insert(s).second) todo.push_back({s, 0});
+      }
+      if (counts.count(reg)) top = counts.find(reg);
+    }
   if (top->second < 2) return sw;
   sw.alias[top->first] = 0;
   for (bool grew = true; grew;) {  // copies and offsets of the value, to a fixed point
@@ -243,9 +275,9 @@ Cases walk(const Func& f, const Switch& sw, int64_t domain) {
     targets.insert(t.taken);
     for (int s : f.blocks[b].succ) targets.insert(s);
   }
-  int root = -1;
+  int root = sw.tests.count(sw.root) ? sw.root : -1;
   for (const auto& [b, t] : sw.tests)
-    if (!targets.count(b)) {
+    if (root < 0 && !targets.count(b)) {
       root = b;
       break;
     }
@@ -366,6 +398,39 @@ std::map<int64_t, double> case_costs(const Func& f, int64_t domain, bool common,
   return out;
 }
 
+// Instructions of the region from mark `open` to mark `close` (sm83/uniform.h): the open
+// mark's block from the mark on, then every block reachable from it, each up to a close mark
+// (where the region ends on that path). -1 when the function has no `open` mark. Where NVVM
+// duplicated the code (more than one `open`), the costliest copy.
+double region_cost(const Func& f, const std::string& open, const std::string& close) {
+  double best = -1;
+  for (size_t b0 = 0; b0 < f.blocks.size(); ++b0)
+    for (const auto& [pos0, mark] : f.blocks[b0].marks) {
+      if (mark != open) continue;
+      double n = 0;
+      std::set<int> seen;
+      std::vector<std::pair<int, size_t>> todo{{(int)b0, pos0}};
+      while (!todo.empty()) {
+        const auto [b, from] = todo.back();
+        todo.pop_back();
+        const Block& blk = f.blocks[b];
+        size_t to = blk.instrs.size();
+        bool closed = false;
+        for (const auto& [pos, m] : blk.marks)
+          if (m == close && pos >= from && pos <= to) {
+            to = pos;
+            closed = true;
+          }
+        n += (double)(to - from);
+        if (closed) continue;
+        for (int s : blk.succ)
+          if (seen.insert(s).second) todo.push_back({s, 0});
+      }
+      best = std::max(best, n);
+    }
+  return best;
+}
+
 const Func* find_func(const std::vector<Func>& funcs, const std::regex& name) {
   for (const Func& f : funcs)
     if (std::regex_search(f.name, name)) return &f;
@@ -383,13 +448,45 @@ Result<UnitWeights> ptx_weights(const std::string& ptx, const std::string& sourc
   if (ops.size() < 200)
     return make_error(ErrorKind::Input, "gbx_step's opcode switch was not found in the PTX (" +
                                             std::to_string(ops.size()) + " of 256 cases)");
+  // A uniform-dispatch kernel's table (sm83/uniform.h): its opcodes have no case, only the
+  // tree's way out, so they stay out of the median the loop-top paths are priced at.
+  std::set<int64_t> uniform_ops;
+  if (const size_t at = source_cu.find("gbx_uniform_base[256] = {"); at != std::string::npos) {
+    const char* p = source_cu.c_str() + source_cu.find('{', at) + 1;
+    for (int64_t v = 0; v < 256; ++v) {
+      char* end = nullptr;
+      if (std::strtoul(p, &end, 0)) uniform_ops.insert(v);
+      if (end == p || !(p = std::strchr(end, ','))) break;
+      ++p;
+    }
+  }
   std::vector<double> sorted;
   for (const auto& [v, n] : ops) {
     w.cost[kTraceOp + (uint32_t)v] = n;
-    sorted.push_back(n);
+    if (!uniform_ops.count(v)) sorted.push_back(n);
   }
   std::sort(sorted.begin(), sorted.end());
   w.fallback = sorted[sorted.size() / 2];
+  // The uniform path (dispatch=uniform): its parts, then the path less them.
+  std::string uniform_note;
+  const double path = region_cost(*step, "gbx-path begin", "gbx-path end");
+  if (path >= 0) {
+    double parts = 0;
+    int found = 0;
+    for (uint32_t k = 0; k < kTraceParts; ++k) {
+      const double n =
+          region_cost(*step, "gbx-part " + std::to_string(k), "gbx-part-end " + std::to_string(k));
+      w.cost[kTracePart + k] = std::max(0.0, n);  // a part the source lacks is never traced
+      if (n < 0) continue;
+      parts += n;
+      ++found;
+    }
+    w.cost[kTraceUniform] = std::max(0.0, path - parts);
+    char ubuf[96];
+    std::snprintf(ubuf, sizeof ubuf, "; uniform path %.0f, %d parts %.0f", path - parts, found,
+                  parts);
+    uniform_note = ubuf;
+  }
   std::string cb_note = "CB from execute_cb";
   if (const Func* cb = find_func(funcs, std::regex("execute_cb"))) {
     const auto cbs = case_costs(*cb, 256, false, nullptr);
@@ -427,9 +524,10 @@ Result<UnitWeights> ptx_weights(const std::string& ptx, const std::string& sourc
   }
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                "ptx (%zu opcode cases, median %.0f, loop top %.0f; %s; %zu of %zu blocks; "
+                "ptx (%zu opcode cases, median %.0f, loop top %.0f; %s; %zu of %zu blocks%s; "
                 "other blocks and loop-top paths at the median)",
-                ops.size(), w.fallback, w.loop_top, cb_note.c_str(), blocks, named);
+                ops.size(), w.fallback, w.loop_top, cb_note.c_str(), blocks, named,
+                uniform_note.c_str());
   w.source = buf;
   return w;
 }

@@ -23,10 +23,18 @@ inline constexpr uint32_t kTraceCb = 256;  // + CB opcode
 inline constexpr uint32_t kTraceInterrupt = 512;
 inline constexpr uint32_t kTraceHalted = 513;
 inline constexpr uint32_t kTraceStopLeave = 514;
-inline constexpr uint32_t kTraceEvents = 515;  // a prefix: service_events, then the unit
-inline constexpr uint32_t kTraceBlock = 1024;  // + specialized block index
+inline constexpr uint32_t kTraceEvents = 515;   // a prefix: service_events, then the unit
+inline constexpr uint32_t kTraceUniform = 516;  // the uniform dispatch's shared path
+inline constexpr uint32_t kTraceBlock = 1024;   // + specialized block index
+// + k (0..63): a conditional part of the uniform path (templates/sm83/uniform.h GBX_UPART),
+// a record that belongs to the iteration before it. A warp issues a part once if any of its
+// lanes in that iteration runs it; a lane is useful only in its own parts.
+inline constexpr uint32_t kTracePart = 2048;
+inline constexpr uint32_t kTraceParts = 64;
+inline bool is_trace_part(uint32_t u) { return u >= kTracePart && u < kTracePart + kTraceParts; }
 
-// "op 3E", "cb 7C", "interrupt", "halted", "stop_leave", "events", "block 12".
+// "op 3E", "cb 7C", "interrupt", "halted", "stop_leave", "events", "uniform", "part 3",
+// "block 12".
 std::string trace_unit_name(uint32_t unit);
 
 // What a unit costs to issue once: its instruction count in the compiled code.
@@ -49,6 +57,9 @@ UnitWeights count_weights();
 // own case), each specialized block's code from its entry in its spec_fn, and service_events
 // and interrupt dispatch where they are functions of their own; see divergence.md for the
 // rules. Other loop-top paths cost the median opcode. A PTX without gbx_step's switch: Input.
+// A uniform-dispatch kernel's path and its parts cost the instructions between their marks
+// (sm83/uniform.h: "// gbx-path begin/end", "// gbx-part K" ... "// gbx-part-end K"), the
+// path less the parts inside it.
 Result<UnitWeights> ptx_weights(const std::string& ptx, const std::string& source_cu);
 
 struct SimtCost {

@@ -70,12 +70,11 @@ int cmd_divergence(DivergenceCli& c) {
         const SimtCost& count = s.count[si];
         // issued/warp: PTX instructions a warp issues in the step, the cost of the same
         // emulated work whatever the kernel (dispatch variants run one trajectory).
-        std::printf("%-8s %5d %-24s %8.2f %6.1f%% %8.2f %10.0f %10llu %12.0f\n", p.c_str(),
-                    s.step, o.schedules[si].name().c_str(), ptx.lanes(), 100 * ptx.efficiency(),
-                    count.lanes(),
-                    count.lanes_seen ? (double)count.dispatches / (double)count.lanes_seen : 0,
-                    (unsigned long long)count.iterations,
-                    ptx.warps ? ptx.issued / (double)ptx.warps : 0);
+        std::printf(
+            "%-8s %5d %-24s %8.2f %6.1f%% %8.2f %10.0f %10llu %12.0f\n", p.c_str(), s.step,
+            o.schedules[si].name().c_str(), ptx.lanes(), 100 * ptx.efficiency(), count.lanes(),
+            count.lanes_seen ? (double)count.dispatches / (double)count.lanes_seen : 0,
+            (unsigned long long)count.iterations, ptx.warps ? ptx.issued / (double)ptx.warps : 0);
       }
     std::printf("# %s: kernel %s, %d warps (%d envs), weights %s\n", p.c_str(),
                 r->kernel_entry.substr(0, 16).c_str(), o.warps, o.warps * 32,

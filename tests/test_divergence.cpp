@@ -147,21 +147,27 @@ TEST_CASE("the warp folder groups threads as a launch does (thread t on lane t %
   CHECK(f.flush()[0].warps == 0);
 }
 
-// The split ROM: P1 read once; a pressed button sends the env to INC C; JR, the others to
-// INC B; JR (same iterations, so the two groups stay in step). LCD off and DI: no events.
-std::vector<uint8_t> split_rom() {
+// A ROM that reads P1 once (LCD off, DI: no events) and compares its low nibble with 0F
+// (Z: no button pressed), then runs `tail`.
+std::vector<uint8_t> button_rom(std::initializer_list<uint8_t> tail) {
   RomSpec s;
-  s.program = {0xF3,               // DI
-               0xAF,               // XOR A
-               0xE0, 0x40,         // LDH (40),A: LCD off
-               0xE0, 0x00,         // LDH (00),A: both button groups
-               0xF0, 0x00,         // LDH A,(00)
-               0xE6, 0x0F,         // AND 0F
-               0xFE, 0x0F,         // CP 0F
-               0x20, 0x03,         // JR NZ,pressed
-               0x04, 0x18, 0xFD,   // idle: INC B; JR idle
-               0x0C, 0x18, 0xFD};  // pressed: INC C; JR pressed
+  s.program = {0xF3,         // DI
+               0xAF,         // XOR A
+               0xE0, 0x40,   // LDH (40),A: LCD off
+               0xE0, 0x00,   // LDH (00),A: both button groups
+               0xF0, 0x00,   // LDH A,(00)
+               0xE6, 0x0F,   // AND 0F
+               0xFE, 0x0F};  // CP 0F
+  s.program.insert(s.program.end(), tail);
   return build_rom(s);
+}
+
+// The split ROM: a pressed button sends the env to INC C; JR, the others to INC B; JR (same
+// iterations, so the two groups stay in step).
+std::vector<uint8_t> split_rom() {
+  return button_rom({0x20, 0x03,          // JR NZ,pressed
+                     0x04, 0x18, 0xFD,    // idle: INC B; JR idle
+                     0x0C, 0x18, 0xFD});  // pressed: INC C; JR pressed
 }
 
 // The split ROM in `dir`, run on `warps` warps for `steps` 2-frame steps, its actions a file
@@ -240,6 +246,43 @@ TEST_CASE("divergence on the double: dispatch=uniform joins the split warp's INC
   CHECK(w.at(0x18) > 3 * w.at(0x04));
   CHECK(r->steps[0].count[0].lanes() > 31.9);
   CHECK(r->steps[0].ptx[0].lanes() > 31.9);
+}
+
+// The phase ROM: the same loop for every env, but an env with a button pressed runs one NOP
+// before it, so it stays one instruction behind the others for good.
+std::vector<uint8_t> phase_rom() {
+  return button_rom({0x28, 0x01,                      // JR Z,loop: no button, no NOP
+                     0x00,                            // NOP
+                     0x04, 0x0C, 0x14, 0x18, 0xFB});  // loop: INC B; INC C; INC D; JR loop
+}
+
+// warp_majority (kernel/step.tmpl warp_turn): the lanes one instruction behind wait until the
+// others come round to their opcode, and from then on the warp runs as one. The real kernel's
+// warp-level code runs in the double's warp mode (lanes as fibers meeting at each intrinsic).
+TEST_CASE("divergence on the double: warp_majority lines up lanes on one loop at two phases") {
+  GBX_REQUIRE_NVRTC();
+  if (!std::getenv("GBX_TEST_CUDA_DOUBLE_DIR")) GBX_SKIP("not run on the CUDA driver double");
+  test::TempDir dir;
+  DivergenceOptions o = split_options(dir.path, 1, 1);  // its actions: odd envs press
+  const auto bytes = phase_rom();
+  std::ofstream(o.rom, std::ios::binary).write((const char*)bytes.data(), (long)bytes.size());
+  auto simt = run_divergence(o, nullptr);
+  REQUIRE_MESSAGE(simt.ok(), (simt.ok() ? "" : simt.error().message));
+  // As launched, every iteration issues the two phases' units: 16 lanes a dispatch.
+  CHECK(simt->steps[0].count[0].lanes() == doctest::Approx(16).epsilon(0.01));
+  o.options["warp_majority"] = int64_t{16};
+  auto maj = run_divergence(o, nullptr);
+  REQUIRE_MESSAGE(maj.ok(), (maj.ok() ? "" : maj.error().message));
+  INFO(maj->ptx_unit_weights.source);
+  CHECK(maj->kernel_entry != simt->kernel_entry);
+  CHECK(maj->ptx_unit_weights.source.find("warp vote") != std::string::npos);
+  const SimtCost& c = maj->steps[0].count[0];
+  CHECK(c.lanes() > 31.5);
+  // Each lane ran its own iterations (the same as as launched) plus the few it waited.
+  const SimtCost& s = simt->steps[0].count[0];
+  CHECK(c.dispatches > s.dispatches);
+  CHECK(c.dispatches < s.dispatches + 32 * 64);
+  CHECK(c.issued < 0.55 * s.issued);
 }
 
 TEST_CASE("simt model: a uniform path's parts issue once per iteration for the lanes in them") {

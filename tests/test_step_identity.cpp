@@ -59,11 +59,16 @@ struct Run {
   bool specialized = false;
   // The uniform dispatch (dispatch=uniform, sm83/uniform.h) instead of the opcode switch.
   bool uniform = false;
+  // cuda: warp-level scheduling (warp_majority, kernel/step.tmpl warp_turn), 0 = SIMT.
+  int warp_majority = 0;
+  int frames = kFrames;  // from power-on
   std::string label() const {
     return backend + " threads=" + std::to_string(threads) + " envs=" + std::to_string(envs) +
            " frames/step=" + std::to_string(frames_per_step) +
            (every_iteration ? " wait loops run iteration by iteration" : "") +
-           (specialized ? " specialized" : "") + (uniform ? " dispatch=uniform" : "");
+           (specialized ? " specialized" : "") + (uniform ? " dispatch=uniform" : "") +
+           (warp_majority ? " warp_majority=" + std::to_string(warp_majority) : "") +
+           " frames=" + std::to_string(frames);
   }
 };
 
@@ -84,6 +89,7 @@ Trace run(const Rom& rom, const Run& r) {
   cfg.obs = ObsKind::Pixels;
   if (r.every_iteration) cfg.hooks = {HookAddr{-1, 0x3FFF}};
   if (r.uniform) cfg.dispatch = Dispatch::Uniform;
+  cfg.warp_majority = r.warp_majority;
   if (r.specialized) {
     ProfileRunOptions po;
     po.frames = 240;
@@ -98,7 +104,7 @@ Trace run(const Rom& rom, const Run& r) {
   Backend& b = *made.value();
   Trace t;
   std::vector<int32_t> actions((size_t)r.envs);
-  for (int frame = 0; frame < kFrames; frame += r.frames_per_step) {
+  for (int frame = 0; frame < r.frames; frame += r.frames_per_step) {
     const bool held = frame % kStepFrames < kHold;
     for (int i = 0; i < r.envs; ++i) actions[(size_t)i] = held ? buttons(i, frame) : 0;
     REQUIRE(b.step(actions).ok());
@@ -227,6 +233,18 @@ TEST_CASE("cuda: the same trajectory on the device as on the cpu") {
       Run uniform{"cuda", 0, 2, kStepFrames};
       uniform.uniform = true;
       check_same(rom, want, run(rom, uniform), name + ": " + uniform.label());
+    }
+    // Warp-level scheduling (warp_majority) in the double's warp mode: a warp of 8 envs on
+    // their own buttons, lanes waiting their turn, the cpu's trajectory. 240 frames, as warp
+    // mode meets the lanes at every loop iteration: 2048's input-driven code, game_loop's
+    // timer interrupts; a short bound (4) so lanes are also served by having waited.
+    if (name == "2048.gb" || name == "game_loop.gb") {
+      Run warp{"cuda", 0, 8, kStepFrames};
+      warp.frames = 240;
+      warp.warp_majority = 4;
+      Run ref{"cpu", 1, 8, kStepFrames};
+      ref.frames = warp.frames;
+      check_same(rom, run(rom, ref), run(rom, warp), name + ": " + warp.label());
     }
   }
 }

@@ -141,6 +141,11 @@ class Generator {
       out += h.value();
     }
     if (params_.dispatch == Dispatch::Uniform) out += "#define GBX_UNIFORM_DISPATCH 1\n";
+    if (params_.warp_majority > 0 && params_.device == Device::Cuda) {
+      if (params_.run_mode != RunMode::Frames)
+        return make_error(ErrorKind::Usage, "warp_majority needs run mode frames");
+      out += "#define GBX_WARP_MAJORITY " + std::to_string(params_.warp_majority) + "u\n";
+    }
     if (params_.specialize) {
       if (params_.run_mode != RunMode::Frames || params_.memory_model != MemoryModel::Dmg)
         return make_error(ErrorKind::Usage,

@@ -139,6 +139,8 @@ std::string SynthParams::canonical() const {
   // Only fifo: line, the pixel model of every kernel that draws nothing, is implicit.
   if (synth_ppu(*this) != PpuModel::Line) out += ";ppu=" + std::string(to_string(ppu));
   if (dispatch != Dispatch::Switch) out += ";dispatch=" + std::string(to_string(dispatch));
+  if (warp_majority > 0 && device == Device::Cuda)
+    out += ";warp_majority=" + std::to_string(warp_majority);
   if (profile) out += ";profile=1";
   if (!hooks.empty()) {
     out += ";hooks=";

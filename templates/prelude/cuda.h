@@ -37,5 +37,6 @@ typedef unsigned long long u64;
 #define GBX_TRACE_STOP_LEAVE 514u
 #define GBX_TRACE_EVENTS 515u   // service_events at the loop top (then the iteration's unit)
 #define GBX_TRACE_UNIFORM 516u  // the uniform dispatch's shared path (sm83/uniform.h)
+#define GBX_TRACE_WAIT 517u     // warp_majority: the lane waited for its turn (no unit ran)
 #define GBX_TRACE_PART 2048u    // + a part of that path a lane ran (sm83/uniform.h GBX_UPART)
 #define GBX_TRACE_BLOCK 1024u   // + the specialized block's index

@@ -80,6 +80,8 @@ std::string trace_unit_name(uint32_t unit) {
     return "events";
   else if (unit == kTraceUniform)
     return "uniform";
+  else if (unit == kTraceWait)
+    return "wait";
   else if (is_trace_part(unit))
     std::snprintf(buf, sizeof buf, "part %u", unit - kTracePart);
   else if (unit >= kTraceBlock)
@@ -92,6 +94,7 @@ std::string trace_unit_name(uint32_t unit) {
 UnitWeights count_weights() {
   UnitWeights w;
   w.fallback = 1;
+  w.cost[kTraceWait] = 0;  // no dispatch
   w.source = "count (every unit 1)";
   return w;
 }

@@ -487,6 +487,14 @@ Result<UnitWeights> ptx_weights(const std::string& ptx, const std::string& sourc
                   parts);
     uniform_note = ubuf;
   }
+  // warp_majority kernels: a lane that waits runs no unit (its loop top, the vote in it, is
+  // what it executes); the vote's own instructions are named in the source note.
+  w.cost[kTraceWait] = 0;
+  if (const double vote = region_cost(*step, "gbx-path vote", "gbx-path vote end"); vote >= 0) {
+    char vbuf[64];
+    std::snprintf(vbuf, sizeof vbuf, "; warp vote %.0f in the loop top", vote);
+    uniform_note += vbuf;
+  }
   std::string cb_note = "CB from execute_cb";
   if (const Func* cb = find_func(funcs, std::regex("execute_cb"))) {
     const auto cbs = case_costs(*cb, 256, false, nullptr);

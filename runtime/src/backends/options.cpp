@@ -197,6 +197,14 @@ std::vector<OptionDecl> declare() {
                   .one_of({"switch", "uniform"})
                   .synth()
                   .into(GBX_INTO(dispatch, *parse_dispatch(str(v)))));
+  o.push_back(Opt("warp_majority", "--warp-majority", T::Int, "0",
+                  kKernelCli | kTestrom | kDivergence, "int",
+                  "cuda: warp-level scheduling: 0 = every running lane steps together (SIMT); "
+                  "B = only the lanes whose next opcode/block is the warp's most common step, a "
+                  "lane waits at most B iterations; docs/internals/divergence.md")
+                  .range(0, 65535)
+                  .synth()
+                  .into(GBX_INTO(warp_majority, (int)std::get<int64_t>(v))));
   o.push_back(Opt("tiered_start", "--tiered-start", T::Bool, "False", kRun | kNative | kPython,
                   "bool",
                   "cuda: a kernel not in the cache starts as a quick compile while the optimized "

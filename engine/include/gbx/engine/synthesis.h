@@ -89,6 +89,13 @@ struct SynthParams {
   MemLayout layout = MemLayout::EnvMajor;
   PpuModel ppu = kDefaultPpu;
   Dispatch dispatch = Dispatch::Switch;
+  // Warp-level scheduling of cuda kernels (docs/internals/divergence.md, "Warp-level
+  // scheduling"): 0, every running lane takes its next loop iteration together (SIMT as the
+  // hardware does it); B >= 1, at each iteration only the lanes whose next unit (opcode, block,
+  // halt, interrupt) is the warp's most common run it, the others wait, and a lane that has
+  // waited B iterations is served first. Each env's emulated time is its own, so the results
+  // are the same; only the issue order differs. No effect on cpu kernels (not in their hash).
+  int warp_majority = 0;
   // Profiling interpreter: counts instructions executed per ROM offset into
   // GbxParams::profile_counts. Not compiled in otherwise.
   bool profile = false;

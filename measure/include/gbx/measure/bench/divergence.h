@@ -25,7 +25,11 @@ inline constexpr uint32_t kTraceHalted = 513;
 inline constexpr uint32_t kTraceStopLeave = 514;
 inline constexpr uint32_t kTraceEvents = 515;   // a prefix: service_events, then the unit
 inline constexpr uint32_t kTraceUniform = 516;  // the uniform dispatch's shared path
-inline constexpr uint32_t kTraceBlock = 1024;   // + specialized block index
+// warp_majority kernels: the lane waited for its turn at the loop top (warp_turn) and ran no
+// unit. It costs nothing of its own: the iteration's loop top (the vote included) is all the
+// lane executes, as on a GPU where it sits out the others' unit.
+inline constexpr uint32_t kTraceWait = 517;
+inline constexpr uint32_t kTraceBlock = 1024;  // + specialized block index
 // + k (0..63): a conditional part of the uniform path (templates/sm83/uniform.h GBX_UPART),
 // a record that belongs to the iteration before it. A warp issues a part once if any of its
 // lanes in that iteration runs it; a lane is useful only in its own parts.

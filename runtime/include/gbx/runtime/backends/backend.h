@@ -62,7 +62,8 @@ struct BackendConfig {
   MemLayout layout = MemLayout::EnvMajor;  // per-env memory layout (synthesis parameter)
   PpuModel ppu = kDefaultPpu;              // pixel model: line | fifo (synthesis parameter)
   Dispatch dispatch = Dispatch::Switch;    // opcode dispatch: switch | uniform (synthesis)
-  ObsKind obs = ObsKind::Vec;              // what the obs stages write (obs_v0 or the screen)
+  int warp_majority = 0;  // cuda: warp-level scheduling bound, 0 = SIMT (synthesis; SynthParams)
+  ObsKind obs = ObsKind::Vec;  // what the obs stages write (obs_v0 or the screen)
   ObsFormat obs_format = ObsFormat::Full;
   bool render = false;                 // draw the screen whatever the stage (screenshots)
   std::vector<uint16_t> gather_addrs;  // RAM gather: bytes the obs stages copy out per env
@@ -127,6 +128,7 @@ inline SynthParams synth_params_for(const BackendConfig& cfg, Device device, int
   p.layout = cfg.layout;
   p.ppu = cfg.ppu;
   p.dispatch = cfg.dispatch;
+  p.warp_majority = cfg.warp_majority;
   p.obs = cfg.obs;
   p.obs_format = cfg.obs_format;
   p.render = cfg.render;

@@ -1,4 +1,4 @@
-// Reads top to bottom: driver command line -> cc1 invocation -> optimized module -> .ll/.s/.o
+// Reads top to bottom: driver command line -> cc1 invocation -> optimized module -> .ll/.o/.s
 // -> JIT load -> symbol lookup. Sources stay in memory. LLVM-version specifics stay here.
 #include "gbx/engine/orc_compiler.h"
 
@@ -15,8 +15,6 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <llvm/ADT/StringMap.h>
-#include <llvm/Bitcode/BitcodeReader.h>
-#include <llvm/Bitcode/BitcodeWriter.h>
 #include <llvm/Demangle/Demangle.h>
 #include <llvm/ExecutionEngine/JITLink/JITLink.h>
 #include <llvm/ExecutionEngine/Orc/DebugObjectManagerPlugin.h>
@@ -45,7 +43,8 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <thread>
+
+#include "gbx/engine/object_disasm.h"
 
 namespace gbx {
 namespace {
@@ -325,32 +324,14 @@ Result<CpuCompileOutput> compile_cpu(const std::string& source, const std::strin
     module->print(ir, nullptr);
   }
 
-  // 4. Module -> .s and .o for the host CPU. The .s is emitted from a copy in its own
-  //    LLVMContext (contexts are single-threaded) on a second thread, so both run at once.
+  // 4. Module -> .o for the host CPU; the .s is the .o disassembled (object_disasm.h), not a
+  //    second code generation of the module (which cost as much as the .o's own).
   const auto t1 = Clock::now();
-  std::string bitcode;
-  {
-    llvm::raw_string_ostream bc(bitcode);
-    llvm::WriteBitcodeToFile(*module, bc);
-  }
-  Result<std::string> assembly = std::string();
-  std::thread asm_thread([&] {
-    llvm::LLVMContext ctx;
-    auto copy = llvm::parseBitcodeFile(llvm::MemoryBufferRef(bitcode, "module.bc"), ctx);
-    if (!copy) {
-      assembly =
-          make_error(ErrorKind::Compile, "bitcode round trip: " + to_string(copy.takeError()));
-      return;
-    }
-    auto tm = make_target_machine((*copy)->getTargetTriple());
-    assembly = tm ? emit(**copy, *tm.value(), llvm::CGFT_AssemblyFile)
-                  : Result<std::string>(tm.take_error());
-  });
   auto tm = make_target_machine(module->getTargetTriple());
   Result<std::string> object =
       tm ? emit(*module, *tm.value(), llvm::CGFT_ObjectFile) : Result<std::string>(tm.take_error());
-  asm_thread.join();
   if (!object) return object.take_error();
+  auto assembly = disassemble_object(object.value());
   if (!assembly) return assembly.take_error();
   out.object = std::move(object.value());
   out.assembly = std::move(assembly.value());

@@ -20,7 +20,7 @@ struct CpuCompileOutput {
   std::string object;      // module.o (ELF, position independent)
   std::string log;         // clang diagnostics (warnings included)
   double frontend_ms = 0;  // parse + optimize
-  double codegen_ms = 0;   // .s and .o
+  double codegen_ms = 0;   // .o, and the .s disassembled from it
 };
 
 // The driver command line used for every CPU kernel (ordered; part of the cache key).

@@ -122,10 +122,11 @@ struct Machine {
   // dispatch tests one bound per instruction instead of two (GBX_NEVER outside a step).
   i64 step_end;
   // The threaded dispatch's one bound (GBX_NEXT_OP in kernel/step.tmpl): next_event, or long
-  // past while an enabled interrupt is requested, so that each instruction tests one bound
-  // instead of the bound and IE & IF. Every change to either keeps it so: events_reschedule
-  // and IE/IF writes set it, irq_request lowers it, the loop top sets it again. Lower than
-  // that is safe (the loop top runs, and sets it).
+  // past while an enabled interrupt is requested and IME is set, so that each instruction
+  // tests one bound instead of the bound, IME and IE & IF. Every change to any keeps it so:
+  // events_reschedule and IE/IF writes set it (as if IME were set), irq_request lowers it,
+  // RETI sets it, the loop top sets it again with IME. Lower than that is safe (the loop top
+  // runs, and sets it).
   i64 fast_until;
   // OAM DMA: 0, or a gate from an FF46 write until the first slow access after dma_end
   // (GBX_DMA_GATE_*, hw/bus.h bus_read). Added to every address, it keeps the fast path out.
@@ -168,12 +169,23 @@ GBX_FN void dma_gate_update(Machine& b) {
   (void)b;
 #endif
 }
-// The threaded dispatch's bound from the next event and IE & IF (Machine::fast_until; cpu).
+// The threaded dispatch's bound from the next event and IE & IF (Machine::fast_until; cpu),
+// as if IME were set: where IME is not known, a pending request lowers it.
 GBX_FN void fast_until_update(Machine& b) {
 #if GBX_DEVICE_CPU
   b.fast_until = (b.ie & b.iflag & 0x1F) ? GBX_NEVER_PAST : b.next_event;
 #else
   (void)b;
+#endif
+}
+// The same with IME known (the loop top): with IME clear, a pending request does not stop
+// the threaded dispatch.
+GBX_FN void fast_until_set(Machine& b, u32 ime) {
+#if GBX_DEVICE_CPU
+  b.fast_until = ime && (b.ie & b.iflag & 0x1F) ? GBX_NEVER_PAST : b.next_event;
+#else
+  (void)b;
+  (void)ime;
 #endif
 }
 // An interrupt request (IF bits), raised by the timer, the PPU, serial or the joypad.

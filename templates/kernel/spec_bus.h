@@ -84,6 +84,9 @@ GBX_FN void spec_resume(SpecBus& b, const SpecMark& k) {
 }
 
 GBX_FN void idle(SpecBus& b) { b.cycles += 4; }
+// RETI ends its block, and the dispatch loop's top sets the threaded dispatch's bound after
+// every block (kernel/step.tmpl), so the block itself has none to set.
+GBX_FN void fast_until_update(SpecBus& b) { (void)b; }
 
 GBX_FN u8 rd(SpecBus& b, u32 addr) {
   b.cycles += 4;

@@ -71,7 +71,8 @@ Result<std::string> disassemble_object(const std::string& object) {
   const llvm::Triple triple = obj.makeTriple();
   std::string err;
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple.getTriple(), err);
-  if (!target) return make_error(ErrorKind::Compile, "no disassembler for " + triple.str() + ": " + err);
+  if (!target)
+    return make_error(ErrorKind::Compile, "no disassembler for " + triple.str() + ": " + err);
 
   std::unique_ptr<llvm::MCRegisterInfo> mri(target->createMCRegInfo(triple.getTriple()));
   llvm::MCTargetOptions mc_options;
@@ -85,8 +86,8 @@ Result<std::string> disassemble_object(const std::string& object) {
     return make_error(ErrorKind::Compile, "LLVM's MC layer has no description of " + triple.str());
   llvm::MCContext context(triple, mai.get(), mri.get(), sti.get());
   std::unique_ptr<llvm::MCDisassembler> disasm(target->createMCDisassembler(*sti, context));
-  std::unique_ptr<llvm::MCInstPrinter> printer(target->createMCInstPrinter(
-      triple, mai->getAssemblerDialect(), *mai, *mii, *mri));
+  std::unique_ptr<llvm::MCInstPrinter> printer(
+      target->createMCInstPrinter(triple, mai->getAssemblerDialect(), *mai, *mii, *mri));
   std::unique_ptr<llvm::MCInstrAnalysis> analysis(target->createMCInstrAnalysis(mii.get()));
   if (!disasm || !printer)
     return make_error(ErrorKind::Compile, "LLVM has no disassembler for " + triple.str());
@@ -161,8 +162,10 @@ Result<std::string> disassemble_object(const std::string& object) {
           auto sec = sym->getSection();  // a section symbol: name it by its section
           if (sec && *sec != obj.section_end()) {
             auto sec_name = (*sec)->getName();
-            if (sec_name) text += " " + sec_name->str();
-            else llvm::consumeError(sec_name.takeError());
+            if (sec_name)
+              text += " " + sec_name->str();
+            else
+              llvm::consumeError(sec_name.takeError());
           } else if (!sec) {
             llvm::consumeError(sec.takeError());
           }
@@ -172,7 +175,7 @@ Result<std::string> disassemble_object(const std::string& object) {
         auto addend = llvm::object::ELFRelocationRef(r).getAddend();
         if (addend && *addend)
           text += llvm::formatv("{0}{1:x}", *addend < 0 ? "-" : "+",
-                                (uint64_t)(*addend < 0 ? -*addend : *addend))
+                                *addend < 0 ? 0 - (uint64_t)*addend : (uint64_t)*addend)
                       .str();
         else if (!addend)
           llvm::consumeError(addend.takeError());

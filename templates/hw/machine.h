@@ -169,17 +169,8 @@ GBX_FN void dma_gate_update(Machine& b) {
   (void)b;
 #endif
 }
-// The threaded dispatch's bound from the next event and IE & IF (Machine::fast_until; cpu),
-// as if IME were set: where IME is not known, a pending request lowers it.
-GBX_FN void fast_until_update(Machine& b) {
-#if GBX_DEVICE_CPU
-  b.fast_until = (b.ie & b.iflag & 0x1F) ? GBX_NEVER_PAST : b.next_event;
-#else
-  (void)b;
-#endif
-}
-// The same with IME known (the loop top): with IME clear, a pending request does not stop
-// the threaded dispatch.
+// The threaded dispatch's bound from the next event, IME and IE & IF (Machine::fast_until;
+// cpu): with IME clear, a pending request does not stop the threaded dispatch.
 GBX_FN void fast_until_set(Machine& b, u32 ime) {
 #if GBX_DEVICE_CPU
   b.fast_until = ime && (b.ie & b.iflag & 0x1F) ? GBX_NEVER_PAST : b.next_event;
@@ -188,6 +179,9 @@ GBX_FN void fast_until_set(Machine& b, u32 ime) {
   (void)ime;
 #endif
 }
+// Where IME is not known (a Machine-level change of IE, IF or the next event), as if it were
+// set: a pending request lowers the bound, and the loop top sets it again with IME.
+GBX_FN void fast_until_update(Machine& b) { fast_until_set(b, 1); }
 // An interrupt request (IF bits), raised by the timer, the PPU, serial or the joypad.
 GBX_FN void irq_request(Machine& b, u32 bits) {
   b.iflag |= (u8)bits;

@@ -257,6 +257,46 @@ TEST_CASE("all four stages compile to PTX and CUBIN for sm_80 and sm_90") {
   CHECK(keys.size() == 4);
 }
 
+// max_registers (docs/gpu.md "Registers and occupancy"): __maxnreg__ on gbx_step, in the key
+// of cuda kernels only, and ptxas keeps to it. A quick compile (--Ofast-compile=max, ~1.5 s)
+// of emulate_only under a cap of 40, where its own choice is ~50 registers.
+TEST_CASE("max_registers caps the step kernel's registers; out of range is a usage error") {
+  GBX_REQUIRE_NVRTC();
+  SynthParams capped = params(Stage::EmulateOnly, Device::Cuda);
+  capped.max_registers = 40;
+  const SynthParams plain = params(Stage::EmulateOnly, Device::Cuda);
+  CHECK(capped.canonical() != plain.canonical());
+  SynthParams cpu_capped = params(Stage::EmulateOnly, Device::Cpu);
+  cpu_capped.max_registers = 40;
+  CHECK(cpu_capped.canonical() == params(Stage::EmulateOnly, Device::Cpu).canonical());
+  for (int bad : {8, 256}) {
+    SynthParams b = capped;
+    b.max_registers = bad;
+    auto src = generate(bundle(), b);
+    REQUIRE_FALSE(src.ok());
+    CHECK(src.error().kind == ErrorKind::Usage);
+    CHECK(src.error().message.find("max_registers must be 16..255") != std::string::npos);
+  }
+
+  test::TempDir dir;
+  KernelCache cache(dir.path);
+  NvrtcOptions opts;
+  opts.archs = {"sm_90"};
+  opts.fast_compile = true;
+  auto k = build_cuda_kernel(bundle(), capped, cache, opts);
+  REQUIRE_MESSAGE(k.ok(), (k.ok() ? "" : k.error().message + "\n" + k.error().detail));
+  auto ptx = k->build.entry.read("module.ptx");
+  REQUIRE(ptx.ok());
+  CHECK(std::regex_search(*ptx, std::regex(R"(\.entry gbx_step\([^)]*\)\s*\.maxnreg 40)")));
+  const CudaArchInfo* info = k->find("sm_90");
+  REQUIRE(info != nullptr);
+  CHECK(info->usage.registers > 0);
+  CHECK(info->usage.registers <= 40);
+  MESSAGE("emulate_only sm_90, quick compile, max_registers=40: ", info->usage.registers,
+          " registers, spill ", info->usage.spill_stores_bytes, "/", info->usage.spill_loads_bytes,
+          " bytes, stack ", info->usage.stack_frame_bytes, " bytes");
+}
+
 // ppu=fifo (docs/machine/ppu-fifo.md): the pixel FIFO is only in its own kernels and compiles for
 // CUDA. Pixel kernels are not held to the 144 B frame of the others (the line renderer's
 // per-line arrays live there: 832 B on sm_90); measured when this was written, the FIFO adds

@@ -195,6 +195,7 @@ void register_bench(CLI::App& app, Commands& cmds) {
   add_declared(c, kBench, "ppu", b.opts);
   add_declared(c, kBench, "dispatch", b.opts);
   add_declared(c, kBench, "warp_majority", b.opts);
+  add_declared(c, kBench, "max_registers", b.opts);
   add_declared(c, kBench, "layout", b.opts);
   c->add_flag("--verbose", b.verbose, "backend logs");
   cmds.emplace_back(c, [] { return cmd_bench(b); });

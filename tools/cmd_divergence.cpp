@@ -108,6 +108,7 @@ void register_divergence(CLI::App& app, Commands& cmds) {
   add_declared(c, kDivergence, "stage", d.o.options);
   add_declared(c, kDivergence, "dispatch", d.o.options);
   add_declared(c, kDivergence, "warp_majority", d.o.options);
+  add_declared(c, kDivergence, "max_registers", d.o.options);
   c->add_option("--schedule", d.schedules,
                 "issue schedules priced on the same trace: simt (the kernel as it is), "
                 "majority:B (lanes of the warp's most common next unit run; B: most "

@@ -392,6 +392,7 @@ void register_run(CLI::App& app, Commands& cmds) {
   add_declared(r, kRun, "ppu", run.opts);
   add_declared(r, kRun, "dispatch", run.opts);
   add_declared(r, kRun, "warp_majority", run.opts);
+  add_declared(r, kRun, "max_registers", run.opts);
   add_declared(r, kRun, "layout", run.opts);
   r->add_option("--sav", run.sav,
                 "battery RAM file: loaded into every env at reset (a missing file starts "

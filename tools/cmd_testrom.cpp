@@ -127,6 +127,7 @@ void register_testrom(CLI::App& app, Commands& cmds) {
   add_declared(t, kTestrom, "ppu", cli.opts);
   add_declared(t, kTestrom, "dispatch", cli.opts);
   add_declared(t, kTestrom, "warp_majority", cli.opts);
+  add_declared(t, kTestrom, "max_registers", cli.opts);
   t->add_option("--screen-out", cli.screen_out,
                 "image tests: also write each ROM's screen at LD B,B to DIR/<rom name>.png");
   t->add_flag("--verbose", cli.verbose, "backend logs");

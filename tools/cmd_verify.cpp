@@ -146,6 +146,7 @@ void register_verify(CLI::App& app, Commands& cmds) {
   add_declared(c, kVerify, "ppu", v.opts);
   add_declared(c, kVerify, "dispatch", v.opts);
   add_declared(c, kVerify, "warp_majority", v.opts);
+  add_declared(c, kVerify, "max_registers", v.opts);
   add_declared(c, kVerify, "layout", v.opts);
   c->add_option("--dut-layout", v.dut_layout, "the DUT's layout when it differs from --layout");
   c->add_flag("--screen", v.screen,

@@ -97,6 +97,7 @@ void add_kernel_options(CLI::App* c, KernelOptions& o, bool stage_all) {
   add_declared(c, kSynth, "ppu", o.opts);
   add_declared(c, kSynth, "dispatch", o.opts);
   add_declared(c, kSynth, "warp_majority", o.opts);
+  add_declared(c, kSynth, "max_registers", o.opts);
   add_declared(c, kSynth, "obs_kind", o.opts);
   add_declared(c, kSynth, "obs_format", o.opts);
   add_declared(c, kSynth, "render", o.opts);

@@ -146,6 +146,14 @@ class Generator {
         return make_error(ErrorKind::Usage, "warp_majority needs run mode frames");
       out += "#define GBX_WARP_MAJORITY " + std::to_string(params_.warp_majority) + "u\n";
     }
+    if (params_.max_registers > 0 && params_.device == Device::Cuda) {
+      // ptxas needs room for the kernel's ABI and addressing; below 16 it refuses or spills all.
+      if (params_.max_registers < 16 || params_.max_registers > 255)
+        return make_error(ErrorKind::Usage,
+                          "max_registers must be 16..255, or 0 for ptxas's own (got " +
+                              std::to_string(params_.max_registers) + ")");
+      out += "#define GBX_MAX_REGISTERS " + std::to_string(params_.max_registers) + "\n";
+    }
     if (params_.specialize) {
       if (params_.run_mode != RunMode::Frames || params_.memory_model != MemoryModel::Dmg)
         return make_error(ErrorKind::Usage,

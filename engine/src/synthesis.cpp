@@ -141,6 +141,8 @@ std::string SynthParams::canonical() const {
   if (dispatch != Dispatch::Switch) out += ";dispatch=" + std::string(to_string(dispatch));
   if (warp_majority > 0 && device == Device::Cuda)
     out += ";warp_majority=" + std::to_string(warp_majority);
+  if (max_registers > 0 && device == Device::Cuda)
+    out += ";max_registers=" + std::to_string(max_registers);
   if (profile) out += ";profile=1";
   if (!hooks.empty()) {
     out += ";hooks=";

@@ -22,6 +22,8 @@ const char* kCudaOnCpuShim = R"(// GBX CUDA double: CUDA keywords for the host c
 #define __host__
 #define __forceinline__ __attribute__((always_inline)) inline
 #define __noinline__ __attribute__((noinline))
+#define __maxnreg__(n)
+#define __launch_bounds__(...)
 // Profiling kernels count with it; threads run one after another, relaxed is enough.
 static inline unsigned atomicAdd(unsigned* p, unsigned v) {
   return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);

@@ -205,6 +205,14 @@ std::vector<OptionDecl> declare() {
                   .range(0, 65535)
                   .synth()
                   .into(GBX_INTO(warp_majority, (int)std::get<int64_t>(v))));
+  o.push_back(Opt("max_registers", "--max-registers", T::Int, "0",
+                  kKernelCli | kTestrom | kDivergence, "int",
+                  "cuda: registers a thread may use in the kernels (__maxnreg__; fewer give "
+                  "more warps an SM, spills cost local memory): 0 = ptxas chooses; "
+                  "docs/gpu.md \"Registers and occupancy\"")
+                  .range(0, 255)
+                  .synth()
+                  .into(GBX_INTO(max_registers, (int)std::get<int64_t>(v))));
   o.push_back(Opt("tiered_start", "--tiered-start", T::Bool, "False", kRun | kNative | kPython,
                   "bool",
                   "cuda: a kernel not in the cache starts as a quick compile while the optimized "

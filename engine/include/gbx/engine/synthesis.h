@@ -96,6 +96,10 @@ struct SynthParams {
   // waited B iterations is served first. Each env's emulated time is its own, so the results
   // are the same; only the issue order differs. No effect on cpu kernels (not in their hash).
   int warp_majority = 0;
+  // Register cap of the cuda kernels (__maxnreg__ on each entry; docs/gpu.md "Registers and
+  // occupancy"): 0, ptxas's own choice; N (16..255), at most N registers a thread, so more
+  // warps fit an SM at the price of spills. No effect on cpu kernels (not in their hash).
+  int max_registers = 0;
   // Profiling interpreter: counts instructions executed per ROM offset into
   // GbxParams::profile_counts. Not compiled in otherwise.
   bool profile = false;

@@ -80,8 +80,14 @@ if [ "${GBX_TEST_NVRTC_WHEEL:-1}" != 0 ]; then
   venv="$build/nvrtc-venv"
   nvrtc_venv=$venv
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  "$venv/bin/python" -c 'import importlib.metadata as m; m.version("nvidia-cuda-nvrtc")' \
-    2>/dev/null || "$venv/bin/pip" install -q nvidia-cuda-nvrtc
+  # A pinned release, so that CI tests GBX and not the latest NVRTC: ptxas output (registers,
+  # spills, the bounds test_cuda_compile holds the kernels to) changes between releases.
+  # 2026-12-07: 13.5.37 came out and gives the pixel FIFO kernel 518 / 1058 B of spill code
+  # (13.4.92: 8 / 32 B). GBX_TEST_NVRTC_WHEEL_VERSION=X.Y.Z to test another.
+  wheel_version=${GBX_TEST_NVRTC_WHEEL_VERSION:-13.4.92}
+  "$venv/bin/python" -c "import importlib.metadata as m, sys; \
+sys.exit(m.version('nvidia-cuda-nvrtc') != '$wheel_version')" 2>/dev/null ||
+    "$venv/bin/pip" install -q "nvidia-cuda-nvrtc==$wheel_version"
   wheel_cache=$(mktemp -d)
   trap 'rm -rf "$wheel_cache"' EXIT
   (cd "$build" && VIRTUAL_ENV="$venv" GBX_CACHE_DIR="$wheel_cache/suite" "$without_toolkit" \

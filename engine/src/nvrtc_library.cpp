@@ -112,6 +112,22 @@ std::string loaded_file(void* handle, const std::string& fallback) {
   return fallback;
 }
 
+// NVRTC dlopen()s its builtins library by soname at its first compile. Wheels from 13.1 on
+// find it beside themselves (RPATH $ORIGIN); 13.0's (nvidia-cuda-nvrtc 13.0.x) carry no
+// RPATH, so without LD_LIBRARY_PATH a compile failed with "failed to open
+// libnvrtc-builtins.so.13.0". Loading the builtins from the same directory first makes that
+// dlopen find them already loaded (glibc matches a bare name against loaded sonames). The
+// ".alt" variants are NVRTC's own alternates, loaded by it when it wants them.
+void preload_builtins(const std::string& nvrtc_file) {
+  std::error_code ec;
+  const fs::path dir = fs::path(nvrtc_file).parent_path();
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("libnvrtc-builtins.so.", 0) == 0 && name.find(".alt.") == std::string::npos)
+      dlopen(e.path().c_str(), RTLD_NOW | RTLD_LOCAL);  // kept open, as NVRTC is
+  }
+}
+
 struct Attempt {
   std::optional<NvrtcLibrary*> lib;  // set: loaded
   std::string why;                   // otherwise: one line
@@ -134,6 +150,7 @@ struct NvrtcLibraryLoader {
       dlclose(h);
       return {std::nullopt, file + ": skipped (GBX_NVRTC_NO_TOOLKIT)"};
     }
+    preload_builtins(file);
     auto* lib = new NvrtcLibrary();
     lib->path_ = file;
     lib->origin_ = origin;

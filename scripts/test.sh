@@ -80,10 +80,10 @@ if [ "${GBX_TEST_NVRTC_WHEEL:-1}" != 0 ]; then
   venv="$build/nvrtc-venv"
   nvrtc_venv=$venv
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  # A pinned release, so that CI tests GBX and not the latest NVRTC: ptxas output (registers,
-  # spills, the bounds test_cuda_compile holds the kernels to) changes between releases.
-  # 2026-12-07: 13.5.37 came out and gives the pixel FIFO kernel 518 / 1058 B of spill code
-  # (13.4.92: 8 / 32 B). GBX_TEST_NVRTC_WHEEL_VERSION=X.Y.Z to test another.
+  # A pinned release, so that CI tests GBX and not whatever NVRTC PyPI has that day: ptxas
+  # output (registers, spills, the bounds test_cuda_compile holds the kernels to) may change
+  # between releases. 13.4.92 is the one the whole NVRTC step last passed with (2026-12-07);
+  # 13.5.37 gives the same pixel FIFO spills. GBX_TEST_NVRTC_WHEEL_VERSION=X.Y.Z for another.
   wheel_version=${GBX_TEST_NVRTC_WHEEL_VERSION:-13.4.92}
   "$venv/bin/python" -c "import importlib.metadata as m, sys; \
 sys.exit(m.version('nvidia-cuda-nvrtc') != '$wheel_version')" 2>/dev/null ||

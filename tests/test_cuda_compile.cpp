@@ -258,16 +258,18 @@ TEST_CASE("all four stages compile to PTX and CUBIN for sm_80 and sm_90") {
 }
 
 // max_registers (docs/gpu.md "Registers and occupancy"): __maxnreg__ on gbx_step, in the key
-// of cuda kernels only, and ptxas keeps to it. A quick compile (--Ofast-compile=max, ~1.5 s)
-// of emulate_only under a cap of 40, where its own choice is ~50 registers.
+// of cuda kernels only, and ptxas keeps to it: emulate_only under a cap of 64, where its own
+// choice is ~125 registers. An -O3 compile, not a quick one: after an --Ofast-compile=max
+// compile, NVRTC (13.4 and 13.5 at least) compiles the pixel FIFO kernel of the case below,
+// in the same process, with 518 / 1058 B of spill code instead of 8 / 32.
 TEST_CASE("max_registers caps the step kernel's registers; out of range is a usage error") {
   GBX_REQUIRE_NVRTC();
   SynthParams capped = params(Stage::EmulateOnly, Device::Cuda);
-  capped.max_registers = 40;
+  capped.max_registers = 64;
   const SynthParams plain = params(Stage::EmulateOnly, Device::Cuda);
   CHECK(capped.canonical() != plain.canonical());
   SynthParams cpu_capped = params(Stage::EmulateOnly, Device::Cpu);
-  cpu_capped.max_registers = 40;
+  cpu_capped.max_registers = 64;
   CHECK(cpu_capped.canonical() == params(Stage::EmulateOnly, Device::Cpu).canonical());
   for (int bad : {8, 256}) {
     SynthParams b = capped;
@@ -282,17 +284,17 @@ TEST_CASE("max_registers caps the step kernel's registers; out of range is a usa
   KernelCache cache(dir.path);
   NvrtcOptions opts;
   opts.archs = {"sm_90"};
-  opts.fast_compile = true;
+  opts.fast_compile = false;
   auto k = build_cuda_kernel(bundle(), capped, cache, opts);
   REQUIRE_MESSAGE(k.ok(), (k.ok() ? "" : k.error().message + "\n" + k.error().detail));
   auto ptx = k->build.entry.read("module.ptx");
   REQUIRE(ptx.ok());
-  CHECK(std::regex_search(*ptx, std::regex(R"(\.entry gbx_step\([^)]*\)\s*\.maxnreg 40)")));
+  CHECK(std::regex_search(*ptx, std::regex(R"(\.entry gbx_step\([^)]*\)\s*\.maxnreg 64)")));
   const CudaArchInfo* info = k->find("sm_90");
   REQUIRE(info != nullptr);
   CHECK(info->usage.registers > 0);
-  CHECK(info->usage.registers <= 40);
-  MESSAGE("emulate_only sm_90, quick compile, max_registers=40: ", info->usage.registers,
+  CHECK(info->usage.registers <= 64);
+  MESSAGE("emulate_only sm_90, max_registers=64: ", info->usage.registers,
           " registers, spill ", info->usage.spill_stores_bytes, "/", info->usage.spill_loads_bytes,
           " bytes, stack ", info->usage.stack_frame_bytes, " bytes");
 }

@@ -294,9 +294,9 @@ TEST_CASE("max_registers caps the step kernel's registers; out of range is a usa
   REQUIRE(info != nullptr);
   CHECK(info->usage.registers > 0);
   CHECK(info->usage.registers <= 64);
-  MESSAGE("emulate_only sm_90, max_registers=64: ", info->usage.registers,
-          " registers, spill ", info->usage.spill_stores_bytes, "/", info->usage.spill_loads_bytes,
-          " bytes, stack ", info->usage.stack_frame_bytes, " bytes");
+  MESSAGE("emulate_only sm_90, max_registers=64: ", info->usage.registers, " registers, spill ",
+          info->usage.spill_stores_bytes, "/", info->usage.spill_loads_bytes, " bytes, stack ",
+          info->usage.stack_frame_bytes, " bytes");
 }
 
 // ppu=fifo (docs/machine/ppu-fifo.md): the pixel FIFO is only in its own kernels and compiles for

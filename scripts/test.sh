@@ -83,7 +83,8 @@ if [ "${GBX_TEST_NVRTC_WHEEL:-1}" != 0 ]; then
   # A pinned release, so that CI tests GBX and not whatever NVRTC PyPI has that day: ptxas
   # output (registers, spills, the bounds test_cuda_compile holds the kernels to) may change
   # between releases. 13.4.92 is the one the whole NVRTC step last passed with (2026-12-07);
-  # 13.5.37 gives the same pixel FIFO spills. GBX_TEST_NVRTC_WHEEL_VERSION=X.Y.Z for another.
+  # 13.5.37 passes the pixel FIFO case too (alone: 8 / 32 B of spill code with either).
+  # GBX_TEST_NVRTC_WHEEL_VERSION=X.Y.Z for another.
   wheel_version=${GBX_TEST_NVRTC_WHEEL_VERSION:-13.4.92}
   "$venv/bin/python" -c "import importlib.metadata as m, sys; \
 sys.exit(m.version('nvidia-cuda-nvrtc') != '$wheel_version')" 2>/dev/null ||

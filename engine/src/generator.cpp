@@ -147,7 +147,8 @@ class Generator {
       out += "#define GBX_WARP_MAJORITY " + std::to_string(params_.warp_majority) + "u\n";
     }
     if (params_.max_registers > 0 && params_.device == Device::Cuda) {
-      // ptxas needs room for the kernel's ABI and addressing; below 16 it refuses or spills all.
+      // 255 is the most registers a thread can address; under 16 nothing but spills is left
+      // to compare, so the option takes 0 (ptxas's own) or 16..255.
       if (params_.max_registers < 16 || params_.max_registers > 255)
         return make_error(ErrorKind::Usage,
                           "max_registers must be 16..255, or 0 for ptxas's own (got " +

@@ -63,7 +63,7 @@ struct BackendConfig {
   PpuModel ppu = kDefaultPpu;              // pixel model: line | fifo (synthesis parameter)
   Dispatch dispatch = Dispatch::Switch;    // opcode dispatch: switch | uniform (synthesis)
   int warp_majority = 0;  // cuda: warp-level scheduling bound, 0 = SIMT (synthesis; SynthParams)
-  int max_registers = 0;  // cuda: the step kernel's register cap, 0 = ptxas's (synthesis)
+  int max_registers = 0;  // cuda: the kernels' register cap, 0 = ptxas's (synthesis)
   ObsKind obs = ObsKind::Vec;  // what the obs stages write (obs_v0 or the screen)
   ObsFormat obs_format = ObsFormat::Full;
   bool render = false;                 // draw the screen whatever the stage (screenshots)

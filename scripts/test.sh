@@ -40,7 +40,7 @@ step() { echo "== test: $* ($(date -u +%H:%M:%S), ${SECONDS}s)"; }
 # Every skipped test case of the last ctest run, with its reason (tests/skip.h), and a count:
 # passing suites' output is not shown by --output-on-failure, so their skips would go unseen.
 skip_summary() {
-  local log="${1:-$build}/Testing/Temporary/LastTest.log" lines
+  local log="$build/Testing/Temporary/LastTest.log" lines
   lines=$(grep -h '^\[skipped\]' "$log" 2>/dev/null | sort | uniq -c || true)
   echo "skipped test cases in this ctest run: $(grep -c '^\[skipped\]' "$log" 2>/dev/null || true)"
   [ -z "$lines" ] || echo "$lines"
@@ -74,13 +74,9 @@ step "demo without the CUDA toolkit"
 # 3. NVRTC: from PyPI's nvidia-cuda-nvrtc wheel in a venv, toolkit hidden: the NVRTC suites
 #    and `gbx-synth compile --stage all --device cuda`. Without the wheel job, the NVRTC
 #    suites run with whatever NVRTC this machine has (they skip if none).
-#    The wheel job runs in the background beside the suites on the CUDA driver double (its
-#    output follows theirs): alone, it kept one core idle for minutes while test_cuda_compile
-#    finished (2026-12-07, fresh clone: 200 s, then 510 s for the double's suites).
 nvrtc_tests='^test_(nvrtc|cuda_compile|user_expr)$'
-nvrtc_pid=
 if [ "${GBX_TEST_NVRTC_WHEEL:-1}" != 0 ]; then
-  step "NVRTC from the nvidia-cuda-nvrtc wheel (in the background)"
+  step "NVRTC from the nvidia-cuda-nvrtc wheel"
   venv="$build/nvrtc-venv"
   nvrtc_venv=$venv
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
@@ -95,22 +91,15 @@ sys.exit(m.version('nvidia-cuda-nvrtc') != '$wheel_version')" 2>/dev/null ||
     "$venv/bin/pip" install -q "nvidia-cuda-nvrtc==$wheel_version"
   wheel_cache=$(mktemp -d)
   trap 'rm -rf "$wheel_cache"' EXIT
-  nvrtc_job() {
-    # ctest from build/tests: its Testing/ log is its own, apart from the double's run in build/.
-    (cd "$build/tests" && VIRTUAL_ENV="$venv" GBX_CACHE_DIR="$wheel_cache/suite" \
-      "$without_toolkit" ctest --output-on-failure -j 2 -R "$nvrtc_tests" --timeout 1500)
-    skip_summary "$build/tests"
-    # Must compile, not skip: the wheel is there. The CLI's path to it, on quick compiles
-    # (test_cuda_compile above compiled every stage -O3 with the same wheel).
-    local out
-    out=$(VIRTUAL_ENV="$venv" GBX_CACHE_DIR="$wheel_cache/synth" GBX_CUDA_FAST_COMPILE=1 \
-      "$without_toolkit" "$build/tools/gbx-synth" compile --stage all --device cuda)
-    echo "$out"
-    grep -q ' compiled ' <<<"$out" && ! grep -q ' cached ' <<<"$out"
-  }
-  nvrtc_log="$wheel_cache/nvrtc.log"
-  (set -e; nvrtc_job) >"$nvrtc_log" 2>&1 &
-  nvrtc_pid=$!
+  (cd "$build" && VIRTUAL_ENV="$venv" GBX_CACHE_DIR="$wheel_cache/suite" "$without_toolkit" \
+    ctest --output-on-failure -j 2 -R "$nvrtc_tests" --timeout 1500)
+  skip_summary
+  # Must compile, not skip: the wheel is there. The CLI's path to it, on quick compiles
+  # (test_cuda_compile above compiled every stage -O3 with the same wheel).
+  out=$(VIRTUAL_ENV="$venv" GBX_CACHE_DIR="$wheel_cache/synth" GBX_CUDA_FAST_COMPILE=1 \
+    "$without_toolkit" "$build/tools/gbx-synth" compile --stage all --device cuda)
+  echo "$out"
+  grep -q ' compiled ' <<<"$out" && ! grep -q ' cached ' <<<"$out"
 else
   step "NVRTC suites with this machine's NVRTC"
   (cd "$build" && ctest --output-on-failure -R "$nvrtc_tests" --timeout 1500)
@@ -120,19 +109,9 @@ fi
 # compiles kernels with NVRTC, the toolkit's where there is one, else the wheel's.
 step "suites on the CUDA driver double"
 # The double runs kernels on one thread: -j 2 runs its three entries side by side.
-double_rc=0
 (cd "$build" && VIRTUAL_ENV="${venv:-}" ctest --output-on-failure -j 2 --timeout 1500 \
-  -R '^test_(cuda_(backend_on_double(_roms)?|double|specialize_on_double)|step_identity_on_double|state_fuzz_on_double|divergence)$') ||
-  double_rc=$?
+  -R '^test_(cuda_(backend_on_double(_roms)?|double|specialize_on_double)|step_identity_on_double|state_fuzz_on_double|divergence)$')
 skip_summary
-if [ -n "$nvrtc_pid" ]; then
-  nvrtc_rc=0
-  wait "$nvrtc_pid" || nvrtc_rc=$?
-  step "NVRTC from the nvidia-cuda-nvrtc wheel: its output"
-  cat "$nvrtc_log"
-  [ "$nvrtc_rc" -eq 0 ] || { echo "test: the NVRTC wheel job failed ($nvrtc_rc)" >&2; exit 1; }
-fi
-[ "$double_rc" -eq 0 ] || exit 1
 
 # 4. Python: a venv from the running python3, `pip install .` linking the static libraries just
 #    built (GBX_PREBUILT_DIR: only the nanobind module is compiled), then pytest, one worker per

@@ -4,6 +4,7 @@
 // and on ROMs that run code from WRAM/HRAM (rewriting it) and from switched ROM banks.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -111,6 +112,89 @@ std::vector<uint8_t> banked_code_rom() {
       .op("JR r8", "loop");
   check(a.place(spec));
   add_bank_loops(spec, 10);
+  return build_rom(spec);
+}
+
+// MBC1, 128 KiB, banked calls the way Pokemon Red makes them: a home-bank trampoline saves
+// the bank (HRAM 80), writes the new one, calls through HL, and writes the old one back.
+// Blocks in bank 0 go on past those MBC writes. At 0x4000 banks 2 and 3 hold other code; at
+// 0x4010 bank 2's routine writes the bank in C010, 3 and 2 in turn: after a 3 the next
+// instructions come from bank 3 (INC D x3), after a 2 from bank 2 (DEC D), so both paths are
+// hot and a block of the switchable window must end at the write.
+std::vector<uint8_t> trampoline_rom() {
+  RomSpec spec;
+  spec.title = "TRAMPOLN";
+  spec.cart_type = 0x01;
+  spec.rom_size_code = 0x02;
+  Asm a;
+  auto check = [](const Status& st) {
+    REQUIRE_MESSAGE(st.ok(), (st.ok() ? "" : st.error().message));
+  };
+  a.op("LD SP,d16", 0xDFF0).op("LD A,d8", 1).op("LDH (a8),A", 0x80).op("LD (a16),A", 0x2000);
+  a.op("LD B,d8", 0).op("LD C,d8", 0).op("LD D,d8", 0).op("LD A,d8", 2).op("LD (a16),A", 0xC010);
+  a.label("loop")
+      .op("LD E,d8", 2)
+      .op("LD HL,d16", 0x4000)
+      .op("CALL a16", "bankswitch")
+      .op("LD E,d8", 3)
+      .op("LD HL,d16", 0x4000)
+      .op("CALL a16", "bankswitch")
+      .op("LD A,(a16)", 0xC010)  // 2 -> 3: the routine switches to bank 3
+      .op("XOR d8", 1)
+      .op("LD (a16),A", 0xC010)
+      .op("LD E,d8", 2)
+      .op("LD HL,d16", 0x4010)
+      .op("CALL a16", "bankswitch")
+      .op("LD A,(a16)", 0xC010)  // 3 -> 2: it writes its own bank, and goes on in bank 2
+      .op("XOR d8", 1)
+      .op("LD (a16),A", 0xC010)
+      .op("LD E,d8", 2)
+      .op("LD HL,d16", 0x4010)
+      .op("CALL a16", "bankswitch")
+      .op("LD A,B")
+      .op("LD (a16),A", 0xC000)
+      .op("LD A,C")
+      .op("LD (a16),A", 0xC001)
+      .op("LD A,D")
+      .op("LD (a16),A", 0xC002)
+      .op("JR r8", "loop");
+  a.label("bankswitch")
+      .op("LDH A,(a8)", 0x80)
+      .op("PUSH AF")
+      .op("LD A,E")
+      .op("LDH (a8),A", 0x80)
+      .op("LD (a16),A", 0x2000)
+      .op("CALL a16", "jp_hl")
+      .op("POP AF")
+      .op("LDH (a8),A", 0x80)
+      .op("LD (a16),A", 0x2000)
+      .op("RET");
+  a.label("jp_hl").op("JP HL");
+  check(a.place(spec));
+  for (int bank : {2, 3}) {
+    Asm b(0x4000);
+    if (bank == 2)
+      b.op("INC B").op("INC B").op("RET");
+    else
+      b.op("INC C").op("DEC C").op("INC C").op("RET");
+    for (int i = bank == 2 ? 3 : 4; i < 0x10; ++i) b.op("NOP");  // to 0x4010
+    if (bank == 2)
+      b.op("LD A,(a16)", 0xC010).op("LD (a16),A", 0x2000).op("DEC D").op("RET");  // 4016: DEC D
+    else
+      b.op("NOP")
+          .op("NOP")
+          .op("NOP")
+          .op("NOP")
+          .op("NOP")
+          .op("NOP")
+          .op("INC D")
+          .op("INC D")
+          .op("INC D")
+          .op("RET");  // 4016: INC D
+    auto code = b.assemble_flat();
+    REQUIRE_MESSAGE(code.ok(), (code.ok() ? "" : code.error().message));
+    spec.patches.emplace_back((uint32_t)bank * 0x4000u, code.value());
+  }
   return build_rom(spec);
 }
 
@@ -258,17 +342,24 @@ TEST_CASE("ALU_LOOP: blocks start at the entry's jump target and at the loop's J
   CHECK(!make_spec_plan(table, other.value().bytes, p).ok());
 }
 
-TEST_CASE("blocks end at transfers, EI/DI, HALT and MBC writes, not at other accesses") {
+TEST_CASE(
+    "blocks end at transfers, EI/DI, HALT and MBC writes in 4000-7FFF, not at other accesses") {
   const auto table = opcode_table();
   std::vector<uint8_t> rom(0x8000, 0);
   // INC A; LDH (80),A (HRAM); LD (C000),A (WRAM); LDH (40),A (I/O); LDH A,(41) (I/O);
-  // LD (9800),A (VRAM): the block goes on; LD (2000),A (MBC: ends after); INC A
+  // LD (9800),A (VRAM): the block goes on; LD (2000),A (MBC); INC A; HALT.
   const uint8_t code[] = {0x3C, 0xE0, 0x80, 0xEA, 0x00, 0xC0, 0xE0, 0x40, 0xF0,
-                          0x41, 0xEA, 0x00, 0x98, 0xEA, 0x00, 0x20, 0x3C};
+                          0x41, 0xEA, 0x00, 0x98, 0xEA, 0x00, 0x20, 0x3C, 0x76};
   std::copy(code, code + sizeof code, rom.begin() + 0x200);
+  // In bank 0 the block goes on past the MBC write (its code stays mapped) up to HALT ...
   auto b = spec_decode_block(table, rom, 0, 0x200, 32);
-  CHECK(b.size() == 7);
+  CHECK(b.size() == 8);
   CHECK(spec_disassemble(b[6]) == "LD ($2000),A");
+  // ... in the switchable window it ends there: the next instruction is the new bank's.
+  std::copy(code, code + sizeof code, rom.begin() + 0x4200);
+  auto bx = spec_decode_block(table, rom, 1, 0x4200, 32);
+  CHECK(bx.size() == 7);
+  CHECK(spec_disassemble(bx[6]) == "LD ($2000),A");
   // HALT is never inside a block; EI ends one after itself.
   const uint8_t code2[] = {0x3C, 0x76, 0x3C, 0xFB, 0x3C};
   std::copy(code2, code2 + sizeof code2, rom.begin() + 0x300);
@@ -382,6 +473,33 @@ TEST_CASE("RAM-resident, self-modifying and banked code run identically when spe
       if (b.addr == 0x4000) ++at4000;
     CHECK(at4000 == 2);  // one block per bank at the same address
     check_identical(rom.value(), 30, 5);
+  }
+  {
+    auto rom = rom_from_bytes("TRAMPOLN", trampoline_rom());
+    REQUIRE_MESSAGE(rom.ok(), (rom.ok() ? "" : rom.error().message));
+    const Carried c = check_identical(rom.value(), 30, 7);
+    // A round adds 2 to B (bank 2), 1 to C (bank 3) and 3 - 1 to D: bank 3's INC D x3 ran
+    // after bank 2's own switch, bank 2's DEC D after its write of bank 2 (C000-C002 hold B,
+    // C, D after a round).
+    auto be = make_cpu(rom.value(), nullptr, 1);
+    REQUIRE(be->step({}).ok());
+    auto m = be->read_memory(0, 0xC000, 0xC003);
+    REQUIRE(m.ok());
+    const auto& v = m.value();
+    CHECK(v[1] != 0);
+    CHECK(v[0] == (uint8_t)(2 * v[1]));
+    CHECK(v[2] == (uint8_t)(2 * v[1]));
+    CHECK(c.dut.share() > 0.5);
+    // The trampoline's block (LDH A,(80); PUSH AF, found in bank 0) runs through its MBC
+    // write up to the CALL: 6 instructions, not 5.
+    const auto& bytes = rom.value().bytes;
+    const uint8_t head[] = {0xF0, 0x80, 0xF5};
+    const auto at = std::search(bytes.begin(), bytes.begin() + 0x4000, head, head + 3);
+    REQUIRE(at != bytes.begin() + 0x4000);
+    auto b = spec_decode_block(opcode_table(), bytes, 0, (uint16_t)(at - bytes.begin()), 32);
+    REQUIRE(b.size() == 6);
+    CHECK(spec_disassemble(b[4]) == "LD ($2000),A");
+    CHECK(b[5].op->family == "call");
   }
 }
 

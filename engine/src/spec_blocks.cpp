@@ -121,11 +121,16 @@ class SpecEmitter {
 
   // What every block and tail function opens and closes with: the registers, the clock and
   // the memory pointers in locals, and written back at `done`.
-  static constexpr const char* kFnLocals =
-      "  Cpu cpu = spec_cpu_in(io);\n"
-      "  SpecBus bus = {m, m.mem, m.rom0, m.romx, m.cycles, false, cpu.ime != 0};\n"
-      "  const i64 limit = bus.cycles + room;\n"
-      "  u32 n = 0;\n";
+  // A function's blocks share one ROM window (chains stay in theirs): `romx` says which.
+  static std::string fn_locals(bool romx) {
+    return std::string(
+               "  Cpu cpu = spec_cpu_in(io);\n"
+               "  SpecBus bus = {m, m.mem, m.rom0, m.romx, m.cycles, false, cpu.ime != 0, ") +
+           (romx ? "true" : "false") +
+           "};\n"
+           "  const i64 limit = bus.cycles + room;\n"
+           "  u32 n = 0;\n";
+  }
   static constexpr const char* kFnDone =
       "done:\n  m.cycles = bus.cycles;\n  io = cpu;\n  return n;\n}\n\n";
 
@@ -292,7 +297,7 @@ class SpecEmitter {
                     "GBX_NOINLINE u32 spec_fn_%zu(u32 entry, Cpu& io, Machine& m, i64 room) {\n",
                     fn_no);
       out += buf;
-      out += kFnLocals;
+      out += fn_locals(blks[members.front()].addr >= 0x4000u);
       out += "  switch (entry) {\n";
       for (size_t e = 0; e < members.size(); ++e) {
         std::snprintf(buf, sizeof buf, "    case %zu: goto block_%zu;\n", e,
@@ -369,7 +374,7 @@ class SpecEmitter {
                     "%zu\n",
                     k.index, k.index);
       out += buf;
-      out += kFnLocals;
+      out += fn_locals(k.addr >= 0x4000u);
       out += "  switch (cpu.pc) {\n";
       for (size_t j = 0; j < k.instrs.size(); ++j) {
         std::snprintf(buf, sizeof buf, "    case 0x%04X: goto tail_%zu;\n", k.instrs[j].addr, j);

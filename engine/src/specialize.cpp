@@ -23,19 +23,26 @@ Role role_of(const OpcodeEntry& e) {
   return e.role;
 }
 
-// A constant-address write to the MBC registers (0000-7FFF) ends a block: it is there to
-// switch banks, and a switch leaves the block anyway. Every other access, whatever it reaches
-// (VRAM, cartridge RAM, OAM, I/O, IE), keeps the block going: one beyond ROM, WRAM and HRAM
-// runs the interpreter's own slow path (kernel/spec_bus.h), and the block leaves after it
-// only when it changed what the dispatch admitted the block on (the next event, the OAM DMA,
-// the ROM windows, an interrupt it would take, the run state), as non-constant addresses
-// always did. Ending at every I/O access split polling loops (Tobu Tobu Girl's STAT wait
-// before each VRAM byte: LDH A,(41); AND 2; JR NZ) into blocks of one or two instructions,
-// too short for the wait-loop skip, and cut joypad and sound code after each register.
+// A constant-address write to the MBC registers (0000-7FFF) ends a block of the switchable
+// window (4000-7FFF): it is there to switch banks, and the next instruction comes from the
+// bank it selects. A block in bank 0 goes on: its own code stays mapped, so the home-bank
+// trampolines of banked code (Pokemon Red's Bankswitch: save the bank, write it, call
+// through HL, write the old one back) are one block, not three. What the write changes is
+// checked as for any slow access (kernel/spec_bus.h spec_resume): the 0000-3FFF window (MBC1's
+// mode) ends the block; the 4000-7FFF window ends only blocks that run from it.
+// Every other access, whatever it reaches (VRAM, cartridge RAM, OAM, I/O, IE), keeps the
+// block going: one beyond ROM, WRAM and HRAM runs the interpreter's own slow path
+// (kernel/spec_bus.h), and the block leaves after it only when it changed what the dispatch
+// admitted the block on (the next event, the OAM DMA, the ROM window it runs from, an
+// interrupt it would take, the run state), as non-constant addresses always did. Ending at
+// every I/O access split polling loops (Tobu Tobu Girl's STAT wait before each VRAM byte:
+// LDH A,(41); AND 2; JR NZ) into blocks of one or two instructions, too short for the
+// wait-loop skip, and cut joypad and sound code after each register.
 bool mbc_register(uint32_t a) { return a < 0x8000u; }
 
 // Whether the block goes on after the instruction's constant-address access (if it has one).
 bool constant_access_quiet(const SpecInstr& in) {
+  if (in.addr < 0x4000u) return true;  // bank 0 code: see above
   const std::string& f = in.op->family;
   const uint32_t a8 = 0xFF00u | in.bytes[1];
   const uint32_t a16 = (uint32_t)in.bytes[1] | ((uint32_t)in.bytes[2] << 8);

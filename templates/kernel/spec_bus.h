@@ -17,6 +17,9 @@ struct SpecBus {
   i64 cycles;
   bool left;
   bool ime;  // the block's IME: EI, DI and RETI end blocks, so it holds through one
+  // The block's code is in the switchable window (4000-7FFF): a bank switch ends it. A bank 0
+  // block goes on after one (engine/src/specialize.cpp constant_access_quiet).
+  bool romx_code;
 };
 
 // The one layout rule (hw/machine.h mem_at), on the block's local memory base.
@@ -58,7 +61,8 @@ GBX_FN void spec_sync(SpecBus& b) {
 
 // A slow read or write through the interpreter's own path (VRAM, I/O, cartridge RAM, ...)
 // leaves the block only when it changed what the dispatch admitted the block on (step.tmpl):
-// the next event, the OAM DMA, the ROM windows, the cycle count, or an interrupt now pending.
+// the next event, the OAM DMA, the ROM window it runs from (bank 0 code also leaves when the
+// 0000-3FFF window moves), the cycle count, or an interrupt now pending.
 // Otherwise the interpreter's loop top would do nothing at the next boundary but fetch (no
 // event or frame end inside the block, nothing it would dispatch, still running), so the
 // block goes on, exactly as the interpreter would (a VRAM copy loop no longer drops to the
@@ -79,8 +83,8 @@ GBX_FN void spec_resume(SpecBus& b, const SpecMark& k) {
   const Machine& m = b.m;
   spec_sync(b);
   b.left = !(m.next_event == k.next_event && m.dma_end == k.dma_end && m.cycles == k.cycles &&
-             m.rom0 == k.rom0 && m.romx == k.romx && !(b.ime && (m.ie & m.iflag & 0x1F)) &&
-             m.run_state == GBX_RUN_ACTIVE);
+             m.rom0 == k.rom0 && (m.romx == k.romx || !b.romx_code) &&
+             !(b.ime && (m.ie & m.iflag & 0x1F)) && m.run_state == GBX_RUN_ACTIVE);
 }
 
 GBX_FN void idle(SpecBus& b) { b.cycles += 4; }

@@ -85,18 +85,23 @@ void add_bank_loops(RomSpec& spec, int rounds) {
   }
 }
 
+// An MBC1 ROM of 128 KiB (banks 0-7), for the banked-code ROMs below.
+RomSpec mbc1_128k(const char* title) {
+  RomSpec spec;
+  spec.title = title;
+  spec.cart_type = 0x01;
+  spec.rom_size_code = 0x02;
+  return spec;
+}
+
+void require_ok(const Status& st) { REQUIRE_MESSAGE(st.ok(), (st.ok() ? "" : st.error().message)); }
+
 // MBC1, 128 KiB: the same address 0x4000 holds a different loop in banks 2 and 3; the main
 // loop switches between them and calls it. A kernel specialized for one bank must not run
 // its block while the other is mapped.
 std::vector<uint8_t> banked_code_rom() {
-  RomSpec spec;
-  spec.title = "BANKCODE";
-  spec.cart_type = 0x01;
-  spec.rom_size_code = 0x02;
+  RomSpec spec = mbc1_128k("BANKCODE");
   Asm a;
-  auto check = [](const Status& st) {
-    REQUIRE_MESSAGE(st.ok(), (st.ok() ? "" : st.error().message));
-  };
   a.op("LD SP,d16", 0xDFF0).op("LD A,d8", 0).op("LD B,d8", 0).op("LD C,d8", 0);
   a.label("loop")
       .op("LD A,d8", 2)
@@ -110,7 +115,7 @@ std::vector<uint8_t> banked_code_rom() {
       .op("LD A,C")
       .op("LD (a16),A", 0xC001)
       .op("JR r8", "loop");
-  check(a.place(spec));
+  require_ok(a.place(spec));
   add_bank_loops(spec, 10);
   return build_rom(spec);
 }
@@ -122,14 +127,8 @@ std::vector<uint8_t> banked_code_rom() {
 // instructions come from bank 3 (INC D x3), after a 2 from bank 2 (DEC D), so both paths are
 // hot and a block of the switchable window must end at the write.
 std::vector<uint8_t> trampoline_rom() {
-  RomSpec spec;
-  spec.title = "TRAMPOLN";
-  spec.cart_type = 0x01;
-  spec.rom_size_code = 0x02;
+  RomSpec spec = mbc1_128k("TRAMPOLN");
   Asm a;
-  auto check = [](const Status& st) {
-    REQUIRE_MESSAGE(st.ok(), (st.ok() ? "" : st.error().message));
-  };
   a.op("LD SP,d16", 0xDFF0).op("LD A,d8", 1).op("LDH (a8),A", 0x80).op("LD (a16),A", 0x2000);
   a.op("LD B,d8", 0).op("LD C,d8", 0).op("LD D,d8", 0).op("LD A,d8", 2).op("LD (a16),A", 0xC010);
   a.label("loop")
@@ -170,7 +169,7 @@ std::vector<uint8_t> trampoline_rom() {
       .op("LD (a16),A", 0x2000)
       .op("RET");
   a.label("jp_hl").op("JP HL");
-  check(a.place(spec));
+  require_ok(a.place(spec));
   for (int bank : {2, 3}) {
     Asm b(0x4000);
     if (bank == 2)
@@ -229,10 +228,7 @@ std::vector<uint8_t> ei_pending_rom() {
 // same addresses, other code) then runs forever. Profiled without input, the plan holds bank
 // 2's blocks only; run with a button, the kernel must refuse every one of them.
 std::vector<uint8_t> button_bank_rom() {
-  RomSpec spec;
-  spec.title = "BTNBANK";
-  spec.cart_type = 0x01;
-  spec.rom_size_code = 0x02;
+  RomSpec spec = mbc1_128k("BTNBANK");
   Asm a;
   a.op("LD SP,d16", 0xDFF0).op("LD A,d8", 0x10).op("LDH (a8),A", 0x00);  // P1: the buttons
   a.op("LDH A,(a8)", 0x00).op("AND d8", 0x0F).op("CP d8", 0x0F).op("LD A,d8", 2);

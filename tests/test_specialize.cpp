@@ -68,6 +68,13 @@ std::vector<uint8_t> ram_code_rom() {
   return build_rom(spec);
 }
 
+// Code assembled at 0x4000 into `bank` of the ROM.
+void place_bank(RomSpec& spec, int bank, const Asm& b) {
+  auto code = b.assemble_flat();
+  REQUIRE_MESSAGE(code.ok(), (code.ok() ? "" : code.error().message));
+  spec.patches.emplace_back((uint32_t)bank * 0x4000u, code.value());
+}
+
 // At 0x4000 of banks 2 and 3 of an MBC1 ROM, a routine with the same addresses and other code:
 // a loop of `rounds` that counts in B (bank 2) or C (bank 3), then RET.
 void add_bank_loops(RomSpec& spec, int rounds) {
@@ -79,9 +86,7 @@ void add_bank_loops(RomSpec& spec, int rounds) {
     else
       b.op("INC C").op("LD A,C").op("XOR d8", 0x5A).op("LD C,A");
     b.op("DEC E").op("JR NZ,r8", "l").op("RET");
-    auto code = b.assemble_flat();
-    REQUIRE_MESSAGE(code.ok(), (code.ok() ? "" : code.error().message));
-    spec.patches.emplace_back((uint32_t)bank * 0x4000u, code.value());
+    place_bank(spec, bank, b);
   }
 }
 
@@ -190,9 +195,108 @@ std::vector<uint8_t> trampoline_rom() {
           .op("INC D")
           .op("INC D")
           .op("RET");  // 4016: INC D
-    auto code = b.assemble_flat();
-    REQUIRE_MESSAGE(code.ok(), (code.ok() ? "" : code.error().message));
-    spec.patches.emplace_back((uint32_t)bank * 0x4000u, code.value());
+    place_bank(spec, bank, b);
+  }
+  return build_rom(spec);
+}
+
+// MBC1, 128 KiB: banked code calls a bank 0 routine that switches the bank under it, so its
+// RET lands in the other bank. Banks 2 and 3 hold the same shape at 0x4000 (CALL flip; then
+// INC B in bank 2, INC C in bank 3; RET); flip toggles the bank in C010 and writes it. A
+// chain from flip's RET to a return site in the switchable window must test the bank: bank
+// 2's call returns into bank 3's INC C, and bank 3's into bank 2's INC B. The main loop calls
+// 0x4000 from bank 0 with either bank mapped (a chain from bank 0 into 4000-7FFF, tested too).
+std::vector<uint8_t> cross_bank_return_rom() {
+  RomSpec spec = mbc1_128k("XBANKRET");
+  Asm a;
+  a.op("LD SP,d16", 0xDFF0).op("LD B,d8", 0).op("LD C,d8", 0);
+  a.label("loop")
+      .op("LD A,d8", 0)
+      .op("LD (a16),A", 0xC010)
+      .op("LD A,d8", 2)
+      .op("LD (a16),A", 0x2000)
+      .op("CALL a16", 0x4000)  // bank 2 -> flip -> bank 3's INC C
+      .op("LD A,d8", 1)
+      .op("LD (a16),A", 0xC010)
+      .op("LD A,d8", 3)
+      .op("LD (a16),A", 0x2000)
+      .op("CALL a16", 0x4000)  // bank 3 -> flip -> bank 2's INC B
+      .op("LD A,B")
+      .op("LD (a16),A", 0xC000)
+      .op("LD A,C")
+      .op("LD (a16),A", 0xC001)
+      .op("JR r8", "loop");
+  constexpr uint16_t kFlip = 0x3000;
+  a.org(kFlip)
+      .op("LD A,(a16)", 0xC010)
+      .op("XOR d8", 1)
+      .op("LD (a16),A", 0xC010)
+      .op("ADD A,d8", 2)
+      .op("LD (a16),A", 0x2000)
+      .op("RET");
+  require_ok(a.place(spec));
+  for (int bank : {2, 3}) {
+    Asm b(0x4000);
+    b.op("CALL a16", kFlip).op(bank == 2 ? "INC B" : "INC C").op("RET");
+    place_bank(spec, bank, b);
+  }
+  return build_rom(spec);
+}
+
+// MBC1, 128 KiB: Pokemon Red's far calls. Callers load the bank in B and the function in HL
+// and call the home-bank trampoline, which saves the bank (HRAM B8) on the stack, writes the
+// new one, pushes the address of its tail and jumps through HL; the banked function's RET goes
+// to the tail, which writes the old bank back and returns to the caller (BC is the trampoline's:
+// the counts are in WRAM). Callers in bank 0 and in bank 1 (a switchable-bank caller returns
+// into its own bank); functions at 0x4000 of banks 2 and 3 (one address, two banks) and at
+// 0x4010 of bank 2, which calls a bank 0 helper.
+std::vector<uint8_t> far_call_rom() {
+  RomSpec spec = mbc1_128k("FARCALL");
+  constexpr uint16_t kSwitch = 0x3000, kTail = 0x300E, kHelper = 0x3020;
+  Asm a;
+  a.op("LD SP,d16", 0xDFF0).op("LD A,d8", 1).op("LDH (a8),A", 0xB8).op("LD (a16),A", 0x2000);
+  a.op("XOR A").op("LD (a16),A", 0xC010).op("LD (a16),A", 0xC011).op("LD (a16),A", 0xC012);
+  a.label("loop")
+      .op("LD B,d8", 2)
+      .op("LD HL,d16", 0x4000)
+      .op("CALL a16", kSwitch)  // bank 2: C011 + 1
+      .op("LD B,d8", 3)
+      .op("LD HL,d16", 0x4000)
+      .op("CALL a16", kSwitch)  // bank 3: C012 + 2
+      .op("LD B,d8", 2)
+      .op("LD HL,d16", 0x4010)
+      .op("CALL a16", kSwitch)   // bank 2: the helper (C010 + 1) twice
+      .op("CALL a16", 0x4000)    // bank 1 (mapped): a far call of its own, then C010 + 1
+      .op("LD A,(a16)", 0xC010)  // the round's counts, copied whole
+      .op("LD (a16),A", 0xC000)
+      .op("LD A,(a16)", 0xC011)
+      .op("LD (a16),A", 0xC001)
+      .op("LD A,(a16)", 0xC012)
+      .op("LD (a16),A", 0xC002)
+      .op("JR r8", "loop");
+  a.org(kSwitch)
+      .op("LDH A,(a8)", 0xB8)
+      .op("PUSH AF")
+      .op("LD A,B")
+      .op("LDH (a8),A", 0xB8)
+      .op("LD (a16),A", 0x2000)
+      .op("LD BC,d16", kTail)
+      .op("PUSH BC")
+      .op("JP HL");
+  a.org(kTail).op("POP BC").op("LD A,B").op("LDH (a8),A", 0xB8).op("LD (a16),A", 0x2000).op("RET");
+  a.org(kHelper).op("LD HL,d16", 0xC010).op("INC (HL)").op("RET");
+  require_ok(a.place(spec));
+  for (int bank : {1, 2, 3}) {
+    Asm b(0x4000);
+    if (bank == 1) b.op("LD B,d8", 3).op("LD HL,d16", 0x4000).op("CALL a16", kSwitch);
+    b.op("LD HL,d16", bank == 1 ? 0xC010 : bank == 2 ? 0xC011 : 0xC012).op("INC (HL)");
+    if (bank == 3) b.op("INC (HL)");
+    b.op("RET");
+    if (bank == 2) {
+      while (b.here() < 0x4010) b.op("NOP");
+      b.op("CALL a16", kHelper).op("CALL a16", kHelper).op("RET");
+    }
+    place_bank(spec, bank, b);
   }
   return build_rom(spec);
 }
@@ -305,6 +409,16 @@ Carried check_identical(const Rom& rom, int frames, uint64_t seed) {
 }
 
 }  // namespace
+
+// C000 onwards after one interpreter step of the ROM: where the banked-code ROMs copy their
+// counts at the end of each round.
+std::vector<uint8_t> counts_after_a_step(const Rom& rom, uint32_t n) {
+  auto be = make_cpu(rom, nullptr, 1);
+  REQUIRE(be->step({}).ok());
+  auto m = be->read_memory(0, 0xC000, 0xC000 + n);
+  REQUIRE(m.ok());
+  return m.value();
+}
 
 TEST_CASE("ALU_LOOP: blocks start at the entry's jump target and at the loop's JR target") {
   auto rom = load_rom("builtin:ALU_LOOP");
@@ -477,11 +591,7 @@ TEST_CASE("RAM-resident, self-modifying and banked code run identically when spe
     // A round adds 2 to B (bank 2), 1 to C (bank 3) and 3 - 1 to D: bank 3's INC D x3 ran
     // after bank 2's own switch, bank 2's DEC D after its write of bank 2 (C000-C002 hold B,
     // C, D after a round).
-    auto be = make_cpu(rom.value(), nullptr, 1);
-    REQUIRE(be->step({}).ok());
-    auto m = be->read_memory(0, 0xC000, 0xC003);
-    REQUIRE(m.ok());
-    const auto& v = m.value();
+    const auto v = counts_after_a_step(rom.value(), 3);
     CHECK(v[1] != 0);
     CHECK(v[0] == (uint8_t)(2 * v[1]));
     CHECK(v[2] == (uint8_t)(2 * v[1]));
@@ -497,6 +607,49 @@ TEST_CASE("RAM-resident, self-modifying and banked code run identically when spe
     CHECK(spec_disassemble(b[4]) == "LD ($2000),A");
     CHECK(b[5].op->family == "call");
   }
+}
+
+TEST_CASE("chains across ROM banks test the bank: a bank 0 routine that switches returns right") {
+  auto rom = rom_from_bytes("XBANKRET", cross_bank_return_rom());
+  REQUIRE_MESSAGE(rom.ok(), (rom.ok() ? "" : rom.error().message));
+  const Carried c = check_identical(rom.value(), 30, 9);
+  CHECK(c.dut.share() > 0.5);
+  // Every round runs one INC B (bank 2's, after bank 3's call) and one INC C.
+  const auto v = counts_after_a_step(rom.value(), 2);
+  CHECK(v[0] != 0);
+  CHECK(v[0] == v[1]);
+}
+
+TEST_CASE("far calls through a home-bank trampoline run as chains, exactly") {
+  auto rom = rom_from_bytes("FARCALL", far_call_rom());
+  REQUIRE_MESSAGE(rom.ok(), (rom.ok() ? "" : rom.error().message));
+  const Carried c = check_identical(rom.value(), 30, 11);
+  CHECK(c.dut.share() > 0.9);
+  // A round: C011 + 1 (bank 2), C012 + 4 (bank 3, from bank 0 and from bank 1), C010 + 3 (the
+  // helper twice, bank 1's caller once); C000-C002 hold them after a round.
+  const auto v = counts_after_a_step(rom.value(), 3);
+  CHECK(v[1] != 0);
+  CHECK(v[0] == (uint8_t)(3 * v[1]));
+  CHECK(v[2] == (uint8_t)(4 * v[1]));
+  // The trampoline's JP HL chains to the functions its callers load into HL, each bank tested;
+  // the banked functions' RETs to the trampoline's tail; the tail's RET to the callers.
+  ProfileRunOptions po;
+  po.frames = 4;
+  auto prof = profile_rom(rom.value(), po);
+  REQUIRE(prof.ok());
+  SpecLimits all;
+  all.coverage = 1.0;
+  auto plan = spec_plan_for(rom.value(), prof.value(), all);
+  REQUIRE(plan.ok());
+  const std::string src = test::specialized_source(plan.value());
+  CHECK(src.find("if (cpu.pc == 0x4000 && bus.romx == GBX_LAUNCH(bus.m, rom) + 0x8000u") !=
+        std::string::npos);
+  CHECK(src.find("if (cpu.pc == 0x4000 && bus.romx == GBX_LAUNCH(bus.m, rom) + 0xC000u") !=
+        std::string::npos);
+  CHECK(src.find("if (cpu.pc == 0x4010 && bus.romx == GBX_LAUNCH(bus.m, rom) + 0x8000u") !=
+        std::string::npos);
+  CHECK(src.find("if (cpu.pc == 0x300E && bus.rom0 == GBX_LAUNCH(bus.m, rom) + 0x0u") !=
+        std::string::npos);
 }
 
 TEST_CASE("blocks of a bank that is not mapped are refused: none runs, the end state matches") {

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -35,6 +36,55 @@ BlockExit block_exit(const SpecInstr& last) {
   e.conditional = f == "jr_cc" || f == "jp_cc" || f == "call_cc" || f == "ret_cc";
   e.ends = f == "jr" || f == "jp" || f == "ret" || f == "reti" || f == "jp_hl";
   return e;
+}
+
+// Register guesses for chains out of indirect exits. Every chain tests the PC it goes to (and
+// the bank) at run time, so a wrong guess costs a compare, never a wrong result.
+std::string operand(const OpcodeEntry& e, const char* name) {
+  for (const auto& [n, v] : e.operands)
+    if (n == name) return v;
+  return "";
+}
+
+// Whether an instruction may write a register of the pair `rr` ("BC", "DE", "HL"): a guess
+// from its operands (DST, R, RR, QQ) and the families that step HL.
+bool writes_pair(const SpecInstr& in, const std::string& rr) {
+  const OpcodeEntry& e = in.cb ? *in.cb : *in.op;
+  const std::string hi(1, rr[0]), lo(1, rr[1]);
+  for (const char* n : {"DST", "R"}) {
+    const std::string v = operand(e, n);
+    if (v == hi || v == lo) return e.family != "cb_bit";
+  }
+  for (const char* n : {"RR", "QQ"})
+    if (operand(e, n) == rr) return e.family != "push";
+  if (rr == "HL")
+    return e.family == "ld_a_dhl_step" || e.family == "ld_dhl_a_step" || e.family == "add_hl_rr" ||
+           e.family == "ld_hl_sp_e8";
+  return false;
+}
+
+// The constant in `rr` before instruction `end` of a block: an LD rr,d16 with nothing after it
+// that writes the pair.
+std::optional<uint32_t> pair_before(const std::vector<SpecInstr>& ins, size_t end,
+                                    const std::string& rr) {
+  for (size_t i = end; i-- > 0;) {
+    const SpecInstr& in = ins[i];
+    if (!in.cb && in.op->family == "ld_rr_d16" && operand(*in.op, "RR") == rr)
+      return (uint32_t)in.bytes[1] | ((uint32_t)in.bytes[2] << 8);
+    if (writes_pair(in, rr)) return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+// A block ending `LD rr,d16 ... PUSH rr; JP HL` calls through HL with rr as the return
+// address (Pokemon Red's Bankswitch: LD BC,.Return; PUSH BC; JP HL): that address.
+std::optional<uint32_t> pushed_return(const std::vector<SpecInstr>& ins) {
+  if (ins.size() < 3 || ins.back().op->family != "jp_hl") return std::nullopt;
+  const SpecInstr& push = ins[ins.size() - 2];
+  if (push.cb || push.op->family != "push") return std::nullopt;
+  const std::string rr = operand(*push.op, "QQ");
+  if (rr == "AF") return std::nullopt;
+  return pair_before(ins, ins.size() - 2, rr);
 }
 
 class SpecEmitter {
@@ -120,8 +170,8 @@ class SpecEmitter {
   }
 
   // What every block and tail function opens and closes with: the registers, the clock and
-  // the memory pointers in locals, and written back at `done`.
-  // A function's blocks share one ROM window (chains stay in theirs): `romx` says which.
+  // the memory pointers in locals, and written back at `done`. `romx`: the window of the
+  // code it is entered in (each block of a function sets it again: chains cross windows).
   static std::string fn_locals(bool romx) {
     return std::string(
                "  Cpu cpu = spec_cpu_in(io);\n"
@@ -205,18 +255,50 @@ class SpecEmitter {
       blks.push_back(std::move(k));
     }
     // A chain follows the last instruction's static target (JR, JP, CALL, RST; taken or not)
-    // or its fall-through, to a block of the same bank window (a block in the other window
-    // needs its bank checked at run time, as the dispatch does: left to the interpreter). RET,
-    // RETI, JP HL, EI and DI end with no chain: their targets are data, or IME changes.
-    auto block_at = [&](const Blk& k, uint32_t t) -> std::optional<size_t> {
-      if (t >= 0x8000u || (t < 0x4000u) != (k.addr < 0x4000u)) return std::nullopt;
-      auto it = at.find({k.bank, (uint16_t)t});
-      if (it == at.end()) return std::nullopt;
-      return it->second;
+    // or its fall-through. RET, RETI, JP HL, EI and DI end with no static chain: their targets
+    // are data, or IME changes.
+    // Chains cross the ROM windows: banked code calls the home bank all the time (Pokemon
+    // Red's routines in banks 1-N call CopyData, Bankswitch, DelayFrame... in bank 0), and
+    // each such call and return went back to the dispatch. A chain to a block of another bank
+    // (bank 0 from a switchable bank, or a switchable bank from bank 0 or from another bank)
+    // tests at run time that the window maps that bank, as the dispatch does (chain_check):
+    // bank 0 code may have switched 4000-7FFF, and 0000-3FFF moves on MBC1 (mode 1). Within
+    // one bank no test is needed: a block of 4000-7FFF ends at any switch of its window, and
+    // every block ends when 0000-3FFF moves (kernel/spec_bus.h spec_resume).
+    // From bank 0 a target in 4000-7FFF may be any bank's: the blocks there in up to
+    // kMaxBankCandidates banks are chained, each with its test.
+    constexpr size_t kMaxBankCandidates = 4;
+    // The run-time test of a chain to another bank's block: its window maps that bank.
+    auto chain_check = [&](const Blk& from, const Blk& to) -> std::string {
+      if (from.bank == to.bank) return "";
+      char t[96];
+      std::snprintf(t, sizeof t, " && bus.%s == GBX_LAUNCH(bus.m, rom) + 0x%llXu",
+                    to.addr < 0x4000u ? "rom0" : "romx", (unsigned long long)to.bank * 0x4000ull);
+      return t;
+    };
+    std::map<uint16_t, std::vector<size_t>> romx_at;  // 4000-7FFF address -> blks, by bank
+    for (size_t i = 0; i < blks.size(); ++i)
+      if (blks[i].addr >= 0x4000u) romx_at[blks[i].addr].push_back(i);
+    auto blocks_at = [&](const Blk& k, uint32_t t) -> std::vector<size_t> {
+      if (t >= 0x8000u) return {};
+      uint32_t bank = 0;
+      if (t >= 0x4000u && k.addr >= 0x4000u) bank = k.bank;
+      if (t >= 0x4000u && k.addr < 0x4000u) {
+        const auto it = romx_at.find((uint16_t)t);
+        if (it == romx_at.end()) return {};
+        std::vector<size_t> out = it->second;
+        if (out.size() > kMaxBankCandidates) out.resize(kMaxBankCandidates);
+        return out;
+      }
+      const auto it = at.find({bank, (uint16_t)t});
+      if (it == at.end()) return {};
+      return {it->second};
+    };
+    auto chain_to = [&](Blk& k, size_t j) {
+      if (std::find(k.next.begin(), k.next.end(), j) == k.next.end()) k.next.push_back(j);
     };
     auto add_chain = [&](Blk& k, uint32_t t) {
-      const auto j = block_at(k, t);
-      if (j && std::find(k.next.begin(), k.next.end(), *j) == k.next.end()) k.next.push_back(*j);
+      for (size_t j : blocks_at(k, t)) chain_to(k, j);
     };
     for (Blk& k : blks) {
       const BlockExit e = block_exit(k.instrs.back());
@@ -228,32 +310,65 @@ class SpecEmitter {
     // (or RST's) target, the blocks its callee runs are followed (over static jumps and
     // fall-throughs, over nested calls to their own return sites) up to kMaxCalleeBlocks; each
     // RET among them gets the call's return site (the block after it) as a chain target. The
-    // chain still tests the PC it popped, so a RET that returns elsewhere (a jump table, a
-    // tail call) goes back to the dispatch. sdcc code calls a helper every few
-    // instructions: without these chains every return left the function.
+    // chain still tests the PC it popped (and the bank, across banks), so a RET that returns
+    // elsewhere (a jump table, a tail call) goes back to the dispatch. sdcc code calls a helper
+    // every few instructions: without these chains every return left the function.
+    // Calls through HL: a JP HL in the callee chains to the HL its caller loaded before the
+    // CALL (LD HL,d16), and one that pushed a constant first (LD BC,d16; PUSH BC; JP HL) is a
+    // call whose code returns there: the home-bank trampolines of banked code (Pokemon Red's
+    // Bankswitch, called as LD B,bank; LD HL,fn; CALL Bankswitch) run as chains, the banked
+    // function's RET to the trampoline's tail and its RET to the caller.
     constexpr size_t kMaxCalleeBlocks = 64;
+    constexpr int kMaxCallDepth = 2;  // calls through HL inside a callee followed, nested
+    std::function<void(const std::vector<size_t>&, size_t, std::optional<uint32_t>, int)> callee =
+        [&](const std::vector<size_t>& entries, size_t site, std::optional<uint32_t> hl,
+            int depth) {
+          std::vector<size_t> todo = entries;
+          std::set<size_t> seen(entries.begin(), entries.end());
+          while (!todo.empty() && seen.size() <= kMaxCalleeBlocks) {
+            Blk& j = blks[todo.back()];
+            todo.pop_back();
+            const BlockExit e = block_exit(j.instrs.back());
+            const std::string& f = j.instrs.back().op->family;
+            if (f == "ret" || f == "ret_cc") chain_to(j, site);
+            // Where j's code goes on inside the callee: a jump's target, a nested call's return
+            // site (its fall-through), any fall-through, a call through HL's pushed return.
+            std::vector<uint32_t> onward;
+            if (e.target && !e.call) onward.push_back(*e.target);
+            if (!e.ends) onward.push_back(e.fall);
+            if (f == "jp_hl") {
+              const auto own = pair_before(j.instrs, j.instrs.size() - 1, "HL");
+              bool wrote = false;
+              for (size_t i = 0; i + 1 < j.instrs.size(); ++i)
+                wrote |= writes_pair(j.instrs[i], "HL");
+              const bool known = own || (!wrote && hl);
+              const uint32_t target = own ? *own : known ? *hl : 0u;
+              const auto back = pushed_return(j.instrs);
+              if (known) {
+                const auto into = blocks_at(j, target);
+                for (size_t n : into) chain_to(j, n);
+                if (back && depth < kMaxCallDepth) {
+                  const auto sites = blocks_at(j, *back);
+                  if (!into.empty() && !sites.empty())
+                    callee(into, sites.front(), std::nullopt, depth + 1);
+                }
+              }
+              if (back) onward.push_back(*back);
+            }
+            for (uint32_t t : onward)
+              for (size_t n : blocks_at(j, t))
+                if (seen.insert(n).second) todo.push_back(n);
+          }
+        };
     const size_t static_blocks = blks.size();
     for (size_t ci = 0; ci < static_blocks; ++ci) {
       const BlockExit call = block_exit(blks[ci].instrs.back());
       if (!call.call) continue;
-      const auto entry = block_at(blks[ci], *call.target);
-      if (!entry || !block_at(blks[ci], call.fall)) continue;
-      std::vector<size_t> todo{*entry};
-      std::set<size_t> seen{*entry};
-      while (!todo.empty() && seen.size() <= kMaxCalleeBlocks) {
-        Blk& j = blks[todo.back()];
-        todo.pop_back();
-        const BlockExit e = block_exit(j.instrs.back());
-        const std::string& f = j.instrs.back().op->family;
-        if (f == "ret" || f == "ret_cc") add_chain(j, call.fall);
-        // Where j's code goes on inside the callee: a jump's target, a nested call's return
-        // site (its fall-through), any fall-through.
-        std::vector<uint32_t> onward;
-        if (e.target && !e.call) onward.push_back(*e.target);
-        if (!e.ends) onward.push_back(e.fall);
-        for (uint32_t t : onward)
-          if (const auto n = block_at(j, t); n && seen.insert(*n).second) todo.push_back(*n);
-      }
+      const auto entries = blocks_at(blks[ci], *call.target);
+      const auto sites = blocks_at(blks[ci], call.fall);  // the caller's own bank: one at most
+      if (entries.empty() || sites.empty()) continue;
+      callee(entries, sites.front(), pair_before(blks[ci].instrs, blks[ci].instrs.size() - 1, "HL"),
+             0);
     }
     // Functions: union of chained blocks, hottest chains first, capped so no function grows
     // past what compiles quickly.
@@ -315,6 +430,9 @@ class SpecEmitter {
                       k.index, b.bank, b.addr, k.instrs.size(), k.worst,
                       (unsigned long long)b.count, k.index);
         out += buf;
+        // A function's blocks may come from both windows (chains cross them): each says
+        // which one its code is in, for spec_resume.
+        out += k.addr >= 0x4000u ? "  bus.romx_code = true;\n" : "  bus.romx_code = false;\n";
         for (const SpecInstr& in : k.instrs) {
           auto ins = counted_instruction(in, b.bank);
           if (!ins) return ins.take_error();
@@ -344,8 +462,9 @@ class SpecEmitter {
         for (size_t t : k.next) {
           if (blks[t].fn != k.fn) continue;
           std::snprintf(buf, sizeof buf,
-                        "  if (cpu.pc == 0x%04X && bus.cycles + %d < limit) goto block_%zu;\n",
-                        blks[t].addr, blks[t].worst, blks[t].index);
+                        "  if (cpu.pc == 0x%04X%s && bus.cycles + %d < limit) goto block_%zu;\n",
+                        blks[t].addr, chain_check(k, blks[t]).c_str(), blks[t].worst,
+                        blks[t].index);
           out += buf;
         }
         out += "  goto done;\n";

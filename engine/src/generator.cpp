@@ -474,8 +474,11 @@ class Generator {
   }
 
   // The uniform dispatch's tables (base page, CB page), or nothing for switch kernels.
+  // The descriptor tables: both pages for the uniform dispatch; the CB page alone for a cpu
+  // kernel, whose threaded dispatch runs CB opcodes by it (sm83/uniform.h cb_execute).
   Result<std::string> uniform_table() {
-    if (params_.dispatch != Dispatch::Uniform) return std::string();
+    const bool uniform = params_.dispatch == Dispatch::Uniform;
+    if (!uniform && params_.device != Device::Cpu) return std::string();
     uint32_t base[256] = {}, cb[256] = {};
     for (const auto& e : bundle_.opcodes())
       (e.cb ? cb : base)[e.code & 0xFF] = uniform_descriptor(e);
@@ -483,9 +486,9 @@ class Generator {
       if (!cb[i])
         return err("templates/sm83/opcodes.tsv: CB " + std::to_string(i) +
                    " has no uniform descriptor (the uniform path runs the whole CB page)");
-    std::string out;
+    std::string out = uniform ? "" : "#if GBX_THREADED_DISPATCH\n";
     char buf[32];
-    for (int page = 0; page < 2; ++page) {
+    for (int page = uniform ? 0 : 1; page < 2; ++page) {
       out += page ? "GBX_UNIFORM_TABLE u32 gbx_uniform_cb[256] = {"
                   : "GBX_UNIFORM_TABLE u32 gbx_uniform_base[256] = {";
       for (int i = 0; i < 256; ++i) {
@@ -495,7 +498,7 @@ class Generator {
       }
       out += "\n};\n";
     }
-    return out;
+    return uniform ? out : out + "#endif\n";
   }
 
   Result<std::string> epilogs() {

@@ -12,13 +12,79 @@
 // 8-12 (0 LD, 1-8 ADD ADC SUB SBC AND XOR OR CP, 9 INC, 10 DEC, 11-18 RLC RRC RL RR SLA SRA
 // SWAP SRL, 19 BIT, 20 RES, 21 SET), bit index 13-15, bit 16 set in every descriptor (0: the
 // opcode keeps its case), bit 17: PREFIX CB (the descriptor is the CB page's, by the next byte).
-#if GBX_UNIFORM_DISPATCH
+#if GBX_UNIFORM_DISPATCH || GBX_THREADED_DISPATCH
 #if GBX_DEVICE_CUDA
 #define GBX_UNIFORM_TABLE __device__ const
 #else
 #define GBX_UNIFORM_TABLE static const
 #endif
 // The tables follow this file in the kernel (kernel/step.tmpl UNIFORM_TABLE).
+#endif
+
+#if GBX_THREADED_DISPATCH
+// The CB page in the cpu's threaded dispatch (kernel/step.tmpl): all 256 opcodes on one path,
+// by the same descriptors (gbx_uniform_cb), in the families' M-cycles: the (HL) read, the
+// operation, the (HL) write. The Cpu lives in memory there (gbx_run_env), so a register is
+// its byte, by offset: no branch picks it. Any branch left (the operation, (HL) or not) is a
+// conditional one, which the CPU predicts from history, where a switch per opcode is one
+// indirect jump shared by all 256.
+GBX_FN u8* cb_reg(Cpu& cpu, u32 i) {
+  // B C D E H L (HL) A: Cpu's bytes (sm83/cpu.h), (HL) never read through it.
+  static_assert(__builtin_offsetof(Cpu, a) == 0 && __builtin_offsetof(Cpu, b) == 2 &&
+                    __builtin_offsetof(Cpu, l) == 7,
+                "cb_reg: the Cpu's register bytes moved");
+  return (u8*)&cpu + ((0x0000070605040302ull >> (8u * i)) & 0xFFu);
+}
+GBX_FN void cb_execute(Cpu& cpu, Core& bus, u32 d) {
+  const u32 src = d & 7u, dst = (d >> 4) & 7u, op = (d >> 8) & 31u, bit = (d >> 13) & 7u;
+  u32 v = src == 6u ? rd(bus, GET16(HL)) : *cb_reg(cpu, src);
+  if (!(d & 0x80u)) {  // BIT, the one that writes nothing: sm83/family/cb_bit.tmpl
+    cpu.f = (u8)(flags(!(v & (1u << bit)), 0, 1, 0) | (cpu.f & FLAG_C));
+    return;
+  }
+  // RES and SET by a select; the rotates by their own switch. The empty asm keeps the compiler
+  // from folding the test into that switch: one jump table over RES, SET and the rotates is
+  // again an indirect jump shared by most of the page, what this path is here to avoid.
+  if (op >= 20u) {
+    v = op == 20u ? v & ~(1u << bit) : v | (1u << bit);
+  } else {
+    u32 rot = op;
+    asm("" : "+r"(rot));
+    switch (rot) {
+      case 11:
+        v = rot_rlc(cpu, (u8)v);
+        break;
+      case 12:
+        v = rot_rrc(cpu, (u8)v);
+        break;
+      case 13:
+        v = rot_rl(cpu, (u8)v);
+        break;
+      case 14:
+        v = rot_rr(cpu, (u8)v);
+        break;
+      case 15:
+        v = rot_sla(cpu, (u8)v);
+        break;
+      case 16:
+        v = rot_sra(cpu, (u8)v);
+        break;
+      case 17:
+        v = rot_swap(cpu, (u8)v);
+        break;
+      default:
+        v = rot_srl(cpu, (u8)v);
+        break;
+    }
+  }
+  if (dst == 6u)
+    wr(bus, GET16(HL), (u8)v);
+  else
+    *cb_reg(cpu, dst) = (u8)v;
+}
+#endif
+
+#if GBX_UNIFORM_DISPATCH
 
 // The divergence meter's marks (measure/src/bench/divergence_ptx.cpp): on the double, each
 // conditional part of the path a lane runs is a trace record of its own; in the PTX NVRTC

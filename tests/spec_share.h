@@ -13,6 +13,7 @@
 #include "gbx/engine/specialize.h"
 #include "gbx/runtime/backends/backend.h"
 #include "gbx/runtime/backends/cpu_backend.h"
+#include "gbx/runtime/backends/specialize.h"
 #include "gbx/runtime/roms/rom.h"
 
 namespace gbx::test {
@@ -55,6 +56,18 @@ inline std::string specialized_source(std::shared_ptr<const SpecPlan> plan) {
   auto src = generate(bundle.value(), sp);
   REQUIRE_MESSAGE(src.ok(), (src.ok() ? "" : src.error().message));
   return src.value().source;
+}
+
+// The plan of `rom` profiled `frames` frames with no input (one env), every test ROM's way.
+inline std::shared_ptr<const SpecPlan> profiled_plan(const Rom& rom, int frames) {
+  ProfileRunOptions po;
+  po.frames = frames;
+  po.actions = "none";
+  auto prof = profile_rom(rom, po);
+  REQUIRE(prof.ok());
+  auto plan = spec_plan_for(rom, prof.value());
+  REQUIRE(plan.ok());
+  return plan.value();
 }
 
 // Runs `rom` on the interpreter and on `plan`'s specialized kernel side by side (emulate_only,

@@ -172,38 +172,45 @@ class SpecEmitter {
   // What every block and tail function opens and closes with: the registers, the clock and
   // the memory pointers in locals, and written back at `done`. `romx`: the window of the
   // code it is entered in (each block of a function sets it again: chains cross windows).
-  static std::string fn_locals(bool romx) {
+  static std::string fn_locals(bool romx, const char* n0) {
     return std::string(
                "  Cpu cpu = spec_cpu_in(io);\n"
                "  SpecBus bus = {m, m.mem, m.rom0, m.romx, m.cycles, false, cpu.ime != 0, ") +
            (romx ? "true" : "false") +
            "};\n"
            "  const i64 limit = bus.cycles + room;\n"
-           "  u32 n = 0;\n";
+           "  u32 n = " +
+           n0 + ";\n";
   }
   static constexpr const char* kFnDone =
       "done:\n  m.cycles = bus.cycles;\n  io = cpu;\n  return n;\n}\n\n";
 
-  // An address-indexed slot table (`table`) and the function (`fn`) that switches on the
-  // slot to the address's cases; 0 = no case there, nothing ran.
-  static std::string dispatch(const char* table, const char* fn, const std::vector<uint16_t>& slot,
-                              const std::vector<std::string>& cases) {
-    char buf[128];
+  // An address-indexed slot table (`table`): 0 = no case at that address.
+  static std::string slot_table(const char* table, const std::vector<uint16_t>& slot) {
     std::string out = "GBX_SPEC_TABLE u16 " + std::string(table) + "[0x8000] = {\n";
     for (size_t a = 0; a < 0x8000; a += 32) {
       for (size_t i = a; i < a + 32; ++i) out += std::to_string(slot[i]) + ",";
       out += "\n";
     }
-    out += "};\n\n";
-    out += "GBX_NOINLINE u32 " + std::string(fn) +
-           "(u32 slot, Cpu& cpu, Machine& bus, i64 room) {\n"
-           "  switch (slot) {\n";
+    return out + "};\n\n";
+  }
+  // The function (`fn`) that switches on a slot to its address's cases. `n0` (spec_run): the
+  // instructions already run by the block that tail-calls it, returned when no case takes
+  // the PC; without it (spec_tail_run) 0 = nothing ran, the interpreter takes the instruction.
+  static std::string dispatch(const char* fn, const std::vector<uint16_t>& slot,
+                              const std::vector<std::string>& cases, bool n0) {
+    char buf[128];
+    std::string out = "GBX_NOINLINE u32 " + std::string(fn) +
+                      "(u32 slot, Cpu& cpu, Machine& bus, i64 room" + (n0 ? ", u32 n0" : "") +
+                      ") {\n"
+                      "  switch (slot) {\n";
+    const std::string none = n0 ? "n0" : "0";
     for (size_t a = 0; a < 0x8000; ++a) {
       if (!slot[a]) continue;
       std::snprintf(buf, sizeof buf, "    case %u: {  // %04zX\n", slot[a], a);
-      out += buf + cases[a] + "      return 0;\n    }\n";
+      out += buf + cases[a] + "      return " + none + ";\n    }\n";
     }
-    return out + "  }\n  return 0;\n}\n";
+    return out + "  }\n  return " + none + ";\n}\n";
   }
 
   Result<std::string> blocks(const SpecPlan& plan) {
@@ -406,13 +413,42 @@ class SpecEmitter {
       ++fn_no;
     }
 
+    // The dispatch's cases (spec_run): block slot by address, then the bank the block was
+    // profiled in and room before the next event. Its table comes before the functions,
+    // whose indirect exits look it up.
+    std::vector<std::string> cases(0x8000);
+    std::vector<uint16_t> slot(0x8000, 0);
+    int slots = 0;
+    for (size_t i = 0; i < blks.size(); ++i) {
+      const Blk& k = blks[i];
+      if (!slot[k.addr]) slot[k.addr] = (uint16_t)++slots;
+      const char* window = k.addr < 0x4000u ? "rom0" : "romx";
+      std::snprintf(buf, sizeof buf,
+                    "      if (room > %d && bus.%s == bus.rom + 0x%llXu) {\n"
+                    "        GBX_TRACE_UNIT(GBX_TRACE_BLOCK + %zuu);  // divergence meter\n"
+                    "        GBX_TAIL return spec_fn_%zu(%zu, cpu, bus, room, n0);\n      }\n",
+                    k.worst, window, (unsigned long long)k.bank * 0x4000ull, k.index, k.fn,
+                    entry_of[i]);
+      cases[k.addr] += buf;
+    }
+    out += slot_table("gbx_spec_slot", slot);
+    for (size_t f = 0; f < fn_no; ++f) {
+      std::snprintf(buf, sizeof buf,
+                    "GBX_NOINLINE u32 spec_fn_%zu(u32 entry, Cpu& io, Machine& m, i64 room, u32 "
+                    "n0);\n",
+                    f);
+      out += buf;
+    }
+    out += "GBX_NOINLINE u32 spec_run(u32 slot, Cpu& cpu, Machine& bus, i64 room, u32 n0);\n\n";
+
     fn_no = 0;
     for (auto& [r, members] : fns) {
       std::snprintf(buf, sizeof buf,
-                    "GBX_NOINLINE u32 spec_fn_%zu(u32 entry, Cpu& io, Machine& m, i64 room) {\n",
+                    "GBX_NOINLINE u32 spec_fn_%zu(u32 entry, Cpu& io, Machine& m, i64 room, u32 "
+                    "n0) {\n",
                     fn_no);
       out += buf;
-      out += fn_locals(blks[members.front()].addr >= 0x4000u);
+      out += fn_locals(blks[members.front()].addr >= 0x4000u, "n0");
       out += "  switch (entry) {\n";
       for (size_t e = 0; e < members.size(); ++e) {
         std::snprintf(buf, sizeof buf, "    case %zu: goto block_%zu;\n", e,
@@ -458,15 +494,47 @@ class SpecEmitter {
           out += buf;
         }
         // A chain runs the next block only when its last instruction, too, starts before the
-        // next event or frame end: the rule the dispatch applies (room > worst).
+        // next event or frame end: the rule the dispatch applies (room > worst). Within the
+        // function a chain is a goto. On the cpu, a chain to another function's block is a
+        // tail call (GBX_TAIL: clang's musttail, so chains never grow the stack), and a block
+        // that ends jumping through data (RET, RET cc, JP HL) and that no chain took looks
+        // the PC up in the dispatch's own table (spec_run): a RET to a return site no
+        // traversal found, a JP HL through a jump table. Either way the next block starts
+        // without the interpreter's loop top, which would do nothing but dispatch it: the
+        // rule is a goto's, since anything that changes what the loop top decides ends the
+        // block at its slow access (spec_resume). Every block, not only these three, doing
+        // the look-up measured no better on the games (tobutobugirl 0.62-0.92x in two runs,
+        // the rest within noise), so static exits keep returning to the loop. A GPU returns
+        // to its loop.
+        std::string tails;
         for (size_t t : k.next) {
-          if (blks[t].fn != k.fn) continue;
+          if (blks[t].fn == k.fn) {
+            std::snprintf(buf, sizeof buf,
+                          "  if (cpu.pc == 0x%04X%s && bus.cycles + %d < limit) goto block_%zu;\n",
+                          blks[t].addr, chain_check(k, blks[t]).c_str(), blks[t].worst,
+                          blks[t].index);
+            out += buf;
+            continue;
+          }
           std::snprintf(buf, sizeof buf,
-                        "  if (cpu.pc == 0x%04X%s && bus.cycles + %d < limit) goto block_%zu;\n",
-                        blks[t].addr, chain_check(k, blks[t]).c_str(), blks[t].worst,
-                        blks[t].index);
-          out += buf;
+                        "  if (cpu.pc == 0x%04X%s && bus.cycles + %d < limit) {\n"
+                        "    m.cycles = bus.cycles;\n"
+                        "    io = cpu;\n"
+                        "    GBX_TAIL return spec_fn_%zu(%zu, io, m, limit - bus.cycles, n);\n"
+                        "  }\n",
+                        blks[t].addr, chain_check(k, blks[t]).c_str(), blks[t].worst, blks[t].fn,
+                        entry_of[t]);
+          tails += buf;
         }
+        const std::string& last = k.instrs.back().op->family;
+        if (last == "ret" || last == "ret_cc" || last == "jp_hl")
+          tails +=
+              "  if (cpu.pc < 0x8000u && gbx_spec_slot[cpu.pc]) {\n"
+              "    m.cycles = bus.cycles;\n"
+              "    io = cpu;\n"
+              "    GBX_TAIL return spec_run(gbx_spec_slot[cpu.pc], io, m, limit - bus.cycles, n);\n"
+              "  }\n";
+        if (!tails.empty()) out += "#if GBX_DEVICE_CPU\n" + tails + "#endif\n";
         out += "  goto done;\n";
       }
       out += kFnDone;
@@ -493,7 +561,7 @@ class SpecEmitter {
                     "%zu\n",
                     k.index, k.index);
       out += buf;
-      out += fn_locals(k.addr >= 0x4000u);
+      out += fn_locals(k.addr >= 0x4000u, "0");
       out += "  switch (cpu.pc) {\n";
       for (size_t j = 0; j < k.instrs.size(); ++j) {
         std::snprintf(buf, sizeof buf, "    case 0x%04X: goto tail_%zu;\n", k.instrs[j].addr, j);
@@ -517,26 +585,12 @@ class SpecEmitter {
         tail_cases[in.addr] += buf;
       }
     }
-    out += dispatch("gbx_spec_tail", "spec_tail_run", tail_slot, tail_cases) + "#endif\n\n";
+    out += slot_table("gbx_spec_tail", tail_slot) +
+           dispatch("spec_tail_run", tail_slot, tail_cases, false) + "#endif\n\n";
 
-    std::vector<std::string> cases(0x8000);
-    std::vector<uint16_t> slot(0x8000, 0);
-    int slots = 0;
-    for (size_t i = 0; i < blks.size(); ++i) {
-      const Blk& k = blks[i];
-      if (!slot[k.addr]) slot[k.addr] = (uint16_t)++slots;
-      const char* window = k.addr < 0x4000u ? "rom0" : "romx";
-      std::snprintf(buf, sizeof buf,
-                    "      if (room > %d && bus.%s == bus.rom + 0x%llXu) {\n"
-                    "        GBX_TRACE_UNIT(GBX_TRACE_BLOCK + %zuu);  // divergence meter\n"
-                    "        return spec_fn_%zu(%zu, cpu, bus, room);\n      }\n",
-                    k.worst, window, (unsigned long long)k.bank * 0x4000ull, k.index, k.fn,
-                    entry_of[i]);
-      cases[k.addr] += buf;
-    }
-    // The dispatch: block slot by address, then the bank the block was profiled in and
-    // room before the next event; 0 = nothing ran, the interpreter takes the instruction.
-    out += dispatch("gbx_spec_slot", "spec_run", slot, cases);
+    // The dispatch: 0 = nothing ran (from the loop top, n0 = 0), the interpreter takes the
+    // instruction.
+    out += dispatch("spec_run", slot, cases, true);
     return out;
   }
 

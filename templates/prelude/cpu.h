@@ -2,6 +2,8 @@
 #define GBX_DEVICE_CPU 1
 #define GBX_FN static inline __attribute__((always_inline))
 #define GBX_NOINLINE static __attribute__((noinline))
+// A call that must not grow the stack (specialized blocks' chains across functions).
+#define GBX_TAIL [[clang::musttail]]
 #define GBX_RESTRICT __restrict__
 #define GBX_LIKELY(x) __builtin_expect(!!(x), 1)
 #define GBX_UNLIKELY(x) __builtin_expect(!!(x), 0)

@@ -11,6 +11,8 @@
 #else
 #define GBX_GRID_CONSTANT
 #endif
+// Only the cpu's specialized blocks tail-call (clang's musttail); nothing here.
+#define GBX_TAIL
 #define GBX_RESTRICT __restrict__
 #define GBX_LIKELY(x) __builtin_expect(!!(x), 1)
 #define GBX_UNLIKELY(x) __builtin_expect(!!(x), 0)

@@ -1,6 +1,7 @@
 // Returns chain (engine/src/spec_blocks.cpp): a RET goes straight on into the block after the
-// CALL that reached it when the popped PC is that return site, instead of going back to the
-// dispatch; a RET that returns elsewhere still goes back. Bit-exact either way.
+// CALL that reached it when the popped PC is that return site; a RET that returns elsewhere,
+// and a JP HL through a jump table, look the PC up in the dispatch's table (spec_run) from
+// the block itself. Bit-exact either way.
 #include <doctest/doctest.h>
 
 #include <cstdio>
@@ -40,22 +41,44 @@ TEST_CASE("a RET chains to its call's return site; a RET to elsewhere does not")
   a.label("skip").op("POP HL").op("INC HL").op("PUSH HL").op("RET");
   const Rom rom = test::assembled("RETCHAIN", a);
 
-  ProfileRunOptions po;
-  po.frames = 4;
-  po.actions = "none";
-  auto prof = profile_rom(rom, po);
-  REQUIRE(prof.ok());
-  auto plan = spec_plan_for(rom, prof.value());
-  REQUIRE(plan.ok());
-  const std::string s = test::specialized_source(plan.value());
+  const auto plan = test::profiled_plan(rom, 4);
+  const std::string s = test::specialized_source(plan);
   // sub's RET chains to its site. skip's site never ran (no block there, no chain), and the
-  // address it really returns to is no call's return site: that RET goes back to the
-  // dispatch, which finds the block at skip_site + 1 itself.
+  // address it really returns to is no call's return site: that RET looks its PC up in the
+  // dispatch's table (spec_run), which finds the block at skip_site + 1.
   CHECK(s.find("if (cpu.pc == 0x" + hex4(site) + " && ") != std::string::npos);
   CHECK(s.find("if (cpu.pc == 0x" + hex4(skip_site) + " && ") == std::string::npos);
   CHECK(s.find("if (cpu.pc == 0x" + hex4((uint16_t)(skip_site + 1)) + " && ") == std::string::npos);
 
   // Bit-exact against the interpreter, and the blocks carried the run.
-  auto dut = test::run_beside_interpreter(rom, plan.value(), 2, 5, 4);
+  auto dut = test::run_beside_interpreter(rom, plan, 2, 5, 4);
+  CHECK(test::spec_share(*dut, 2).share() > 0.9);
+}
+
+TEST_CASE("a JP HL through a jump table enters its targets' blocks from the block, exactly") {
+  // loop: C counts; HL = table[C & 3]; JP HL into one of four targets, each back to loop.
+  // No traversal knows HL there: the JP HL's block looks the PC up (spec_run) and enters the
+  // target's block under the dispatch's rule. Two banks' worth of targets is not needed: the
+  // rule (room, bank) is the dispatch's own code.
+  Asm a;
+  a.op("LD SP,d16", 0xDFF0);
+  a.label("loop").op("INC C").op("LD A,C").op("AND d8", 3).op("ADD A,A").op("LD E,A");
+  a.op("LD D,d8", 0).op("LD HL,d16", "table").op("ADD HL,DE");
+  a.op("LD A,(HL+)").op("LD H,(HL)").op("LD L,A").op("JP (HL)");
+  std::vector<uint8_t> table;
+  for (const char* t : {"INC B", "INC D", "INC E", "DEC B"}) {
+    const uint16_t at = a.here();
+    table.push_back((uint8_t)at);
+    table.push_back((uint8_t)(at >> 8));
+    a.op(t).op("JR r8", "loop");
+  }
+  a.label("table").bytes(table);
+  const Rom rom = test::assembled("JUMPTBL", a);
+
+  const auto plan = test::profiled_plan(rom, 4);
+  const std::string s = test::specialized_source(plan);
+  CHECK(s.find("GBX_TAIL return spec_run(gbx_spec_slot[cpu.pc], io, m, limit - bus.cycles, n);") !=
+        std::string::npos);
+  auto dut = test::run_beside_interpreter(rom, plan, 2, 5, 4);
   CHECK(test::spec_share(*dut, 2).share() > 0.9);
 }

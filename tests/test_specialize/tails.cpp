@@ -28,16 +28,10 @@ TEST_CASE("tails carry the code around interrupts that land inside blocks") {
   a.op("JR r8", "loop");
   const Rom rom = test::assembled("TAILS", a);
 
-  ProfileRunOptions po;
-  po.frames = 4;
-  po.actions = "none";
-  auto prof = profile_rom(rom, po);
-  REQUIRE(prof.ok());
-  auto plan = spec_plan_for(rom, prof.value());
-  REQUIRE(plan.ok());
-  CHECK(test::specialized_source(plan.value()).find("spec_tail_") != std::string::npos);
+  const auto plan = test::profiled_plan(rom, 4);
+  CHECK(test::specialized_source(plan).find("spec_tail_") != std::string::npos);
 
-  auto dut = test::run_beside_interpreter(rom, plan.value(), 2, 3, 4);
+  auto dut = test::run_beside_interpreter(rom, plan, 2, 3, 4);
   for (int env = 0; env < 2; ++env) {
     auto st = dut->get_cpu_state(env);
     REQUIRE(st.ok());

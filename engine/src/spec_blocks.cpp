@@ -182,6 +182,17 @@ class SpecEmitter {
            "  u32 n = " +
            n0 + ";\n";
   }
+  // A block function's exit into another block function (`callee`: the call up to its
+  // first argument): the locals written back as at `done`, then a tail call with the same
+  // limit and the instructions run so far.
+  static std::string tail_call(const std::string& cond, const std::string& callee) {
+    return "  if (" + cond +
+           ") {\n"
+           "    m.cycles = bus.cycles;\n"
+           "    io = cpu;\n"
+           "    GBX_TAIL return " +
+           callee + ", io, m, limit - bus.cycles, n);\n  }\n";
+  }
   static constexpr const char* kFnDone =
       "done:\n  m.cycles = bus.cycles;\n  io = cpu;\n  return n;\n}\n\n";
 
@@ -506,7 +517,7 @@ class SpecEmitter {
         // the look-up measured no better on the games (tobutobugirl 0.62-0.92x in two runs,
         // the rest within noise), so static exits keep returning to the loop. A GPU returns
         // to its loop.
-        std::string tails;
+        std::string exits;
         for (size_t t : k.next) {
           if (blks[t].fn == k.fn) {
             std::snprintf(buf, sizeof buf,
@@ -516,25 +527,17 @@ class SpecEmitter {
             out += buf;
             continue;
           }
-          std::snprintf(buf, sizeof buf,
-                        "  if (cpu.pc == 0x%04X%s && bus.cycles + %d < limit) {\n"
-                        "    m.cycles = bus.cycles;\n"
-                        "    io = cpu;\n"
-                        "    GBX_TAIL return spec_fn_%zu(%zu, io, m, limit - bus.cycles, n);\n"
-                        "  }\n",
-                        blks[t].addr, chain_check(k, blks[t]).c_str(), blks[t].worst, blks[t].fn,
-                        entry_of[t]);
-          tails += buf;
+          std::snprintf(buf, sizeof buf, "cpu.pc == 0x%04X%s && bus.cycles + %d < limit",
+                        blks[t].addr, chain_check(k, blks[t]).c_str(), blks[t].worst);
+          char call[64];
+          std::snprintf(call, sizeof call, "spec_fn_%zu(%zu", blks[t].fn, entry_of[t]);
+          exits += tail_call(buf, call);
         }
         const std::string& last = k.instrs.back().op->family;
         if (last == "ret" || last == "ret_cc" || last == "jp_hl")
-          tails +=
-              "  if (cpu.pc < 0x8000u && gbx_spec_slot[cpu.pc]) {\n"
-              "    m.cycles = bus.cycles;\n"
-              "    io = cpu;\n"
-              "    GBX_TAIL return spec_run(gbx_spec_slot[cpu.pc], io, m, limit - bus.cycles, n);\n"
-              "  }\n";
-        if (!tails.empty()) out += "#if GBX_DEVICE_CPU\n" + tails + "#endif\n";
+          exits += tail_call("cpu.pc < 0x8000u && gbx_spec_slot[cpu.pc]",
+                             "spec_run(gbx_spec_slot[cpu.pc]");
+        if (!exits.empty()) out += "#if GBX_DEVICE_CPU\n" + exits + "#endif\n";
         out += "  goto done;\n";
       }
       out += kFnDone;

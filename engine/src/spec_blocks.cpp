@@ -337,6 +337,8 @@ class SpecEmitter {
     // Bankswitch, called as LD B,bank; LD HL,fn; CALL Bankswitch) run as chains, the banked
     // function's RET to the trampoline's tail and its RET to the caller.
     constexpr size_t kMaxCalleeBlocks = 64;
+    // From this many PCs a block's chains are a switch on the PC (below).
+    constexpr size_t kMinSwitchTargets = 4;
     constexpr int kMaxCallDepth = 2;  // calls through HL inside a callee followed, nested
     std::function<void(const std::vector<size_t>&, size_t, std::optional<uint32_t>, int)> callee =
         [&](const std::vector<size_t>& entries, size_t site, std::optional<uint32_t> hl,
@@ -517,21 +519,46 @@ class SpecEmitter {
         // the look-up measured no better on the games (tobutobugirl 0.62-0.92x in two runs,
         // the rest within noise), so static exits keep returning to the loop. A GPU returns
         // to its loop.
-        std::string exits;
+        // Many targets (the RET of a helper called from many sites, as sdcc's and Pokemon
+        // Red's helpers are) go through one switch on the PC, which clang makes a jump table
+        // or a search tree: not a compare per target, in the order the traversal found them
+        // (call_ret's RET tried 16 of its 32 return sites on average). The targets' tests
+        // exclude each other (one block per bank and address), so the order they are tried
+        // in changes nothing but the time.
+        std::string gotos, exits;  // a test per target: gotos in the function, tail calls
+        std::map<uint16_t, std::pair<std::string, std::string>> by_pc;  // the same, by PC
         for (size_t t : k.next) {
-          if (blks[t].fn == k.fn) {
-            std::snprintf(buf, sizeof buf,
-                          "  if (cpu.pc == 0x%04X%s && bus.cycles + %d < limit) goto block_%zu;\n",
-                          blks[t].addr, chain_check(k, blks[t]).c_str(), blks[t].worst,
-                          blks[t].index);
-            out += buf;
-            continue;
+          const Blk& to = blks[t];
+          const std::string bank = chain_check(k, to);  // "" or " && <the bank's test>"
+          std::snprintf(buf, sizeof buf, "bus.cycles + %d < limit", to.worst);
+          const std::string room = buf;
+          std::snprintf(buf, sizeof buf, "cpu.pc == 0x%04X", to.addr);
+          const std::string pc_cond = buf + bank + " && " + room;  // compare by compare
+          const std::string cond = bank.empty() ? room : bank.substr(4) + " && " + room;  // case
+          std::snprintf(buf, sizeof buf, "spec_fn_%zu(%zu", to.fn, entry_of[t]);
+          const std::string call = buf;
+          auto& [in_fn, other_fn] = by_pc[to.addr];
+          if (to.fn == k.fn) {
+            const std::string go = ") goto block_" + std::to_string(to.index) + ";\n";
+            gotos += "  if (" + pc_cond + go;
+            in_fn += "      if (" + cond + go;
+          } else {
+            exits += tail_call(pc_cond, call);
+            other_fn += tail_call(cond, call);
           }
-          std::snprintf(buf, sizeof buf, "cpu.pc == 0x%04X%s && bus.cycles + %d < limit",
-                        blks[t].addr, chain_check(k, blks[t]).c_str(), blks[t].worst);
-          char call[64];
-          std::snprintf(call, sizeof call, "spec_fn_%zu(%zu", blks[t].fn, entry_of[t]);
-          exits += tail_call(buf, call);
+        }
+        if (by_pc.size() < kMinSwitchTargets) {
+          out += gotos;
+        } else {
+          exits.clear();
+          out += "  switch (cpu.pc) {\n";
+          for (const auto& [pc, c] : by_pc) {
+            std::snprintf(buf, sizeof buf, "    case 0x%04X:\n", pc);
+            out += buf + c.first;
+            if (!c.second.empty()) out += "#if GBX_DEVICE_CPU\n" + c.second + "#endif\n";
+            out += "      break;\n";
+          }
+          out += "  }\n";
         }
         const std::string& last = k.instrs.back().op->family;
         if (last == "ret" || last == "ret_cc" || last == "jp_hl")

@@ -82,3 +82,40 @@ TEST_CASE("a JP HL through a jump table enters its targets' blocks from the bloc
   auto dut = test::run_beside_interpreter(rom, plan, 2, 5, 4);
   CHECK(test::spec_share(*dut, 2).share() > 0.9);
 }
+
+TEST_CASE("a RET with many return sites chains through one switch on the PC, exactly") {
+  // loop: (CALL sub; INC r x (6 - i)) for i = 0..5; CALL skip; INC D; INC E; JR loop
+  // sub:  INC C; RET          six return sites: a switch on the PC, not six compares
+  // skip: POP HL; INC HL; PUSH HL; CALL sub2; RET    (returns one byte past its site)
+  // sub2: RET                 its one site is inside skip
+  // Every site's block does something of its own, and the blocks shrink as the PCs grow:
+  // a case that went on into the next (a missing break) takes the next site's block, whose
+  // room test passes where its own failed, near an event (checked: the states then differ).
+  Asm a;
+  a.op("LD SP,d16", 0xDFF0);
+  a.label("loop");
+  std::vector<uint16_t> sites;
+  const char* incs[] = {"INC B", "DEC B", "INC D", "DEC D", "INC H", "DEC L"};
+  for (int i = 0; i < 6; ++i) {
+    a.op("CALL a16", "sub");
+    sites.push_back(a.here());
+    for (int j = i; j < 6; ++j) a.op(incs[i]);
+  }
+  a.op("CALL a16", "skip").op("INC D").op("INC E").op("JR r8", "loop");
+  a.label("sub").op("INC C").op("RET");
+  a.label("skip").op("POP HL").op("INC HL").op("PUSH HL").op("CALL a16", "sub2").op("RET");
+  a.label("sub2").op("RET");
+  const Rom rom = test::assembled("RETMANY", a);
+
+  const auto plan = test::profiled_plan(rom, 4);
+  const std::string s = test::specialized_source(plan);
+  const size_t sw = s.find("  switch (cpu.pc) {\n    case 0x" + hex4(sites.front()) + ":\n");
+  REQUIRE(sw != std::string::npos);
+  for (uint16_t site : sites)
+    CHECK(s.find("    case 0x" + hex4(site) + ":\n", sw) < s.find("  }\n", sw));
+  // Three targets or fewer keep their compares (sub2's RET: one).
+  CHECK(s.find("if (cpu.pc == 0x") != std::string::npos);
+
+  auto dut = test::run_beside_interpreter(rom, plan, 2, 5, 4);
+  CHECK(test::spec_share(*dut, 2).share() > 0.9);
+}

@@ -27,7 +27,7 @@ std::string hex4(uint16_t v) {
 }  // namespace
 
 TEST_CASE("a RET chains to its call's return site; a RET to elsewhere does not") {
-  // loop: CALL sub; INC B; CALL skip; INC D; INC E; JR loop
+  // loop: CALL sub; INC B; CALL skip; INC D; INC E; JP loop
   // sub:  INC C; RET                    returns to its site (INC B)
   // skip: POP HL; INC HL; PUSH HL; RET  returns one byte past its site: INC D never runs
   Asm a;
@@ -84,24 +84,27 @@ TEST_CASE("a JP HL through a jump table enters its targets' blocks from the bloc
 }
 
 TEST_CASE("a RET with many return sites chains through one switch on the PC, exactly") {
-  // loop: (CALL sub; INC r x (6 - i)) for i = 0..5; CALL skip; INC D; INC E; JR loop
-  // sub:  INC C; RET          six return sites: a switch on the PC, not six compares
+  // loop: (CALL sub; r_i; NOP x (28 - i)) for i = 0..9; CALL skip; INC D; INC E; JP loop
+  // sub:  INC C; RET          ten return sites: a switch on the PC, not ten compares
   // skip: POP HL; INC HL; PUSH HL; CALL sub2; RET    (returns one byte past its site)
   // sub2: RET                 its one site is inside skip
-  // Every site's block does something of its own, and the blocks shrink as the PCs grow:
-  // a case that went on into the next (a missing break) takes the next site's block, whose
-  // room test passes where its own failed, near an event (checked: the states then differ).
+  // Each site's block (up to the next CALL) does something of its own, and the blocks shrink
+  // as the PCs grow: a case that went on into the next (a missing break) takes the next
+  // site's block, whose room test passes where its own failed, near an event (checked: the
+  // states then differ). The ten blocks hold more than a function's 256 instructions, so some
+  // cases are tail calls into another function.
   Asm a;
   a.op("LD SP,d16", 0xDFF0);
   a.label("loop");
   std::vector<uint16_t> sites;
-  const char* incs[] = {"INC B", "DEC B", "INC D", "DEC D", "INC H", "DEC L"};
-  for (int i = 0; i < 6; ++i) {
+  const char* ops[] = {"INC B", "DEC B", "INC D", "DEC D", "INC H", "DEC L"};
+  for (int i = 0; i < 10; ++i) {
     a.op("CALL a16", "sub");
     sites.push_back(a.here());
-    for (int j = i; j < 6; ++j) a.op(incs[i]);
+    a.op(ops[i % 6]);
+    for (int j = i; j < 28; ++j) a.op("NOP");
   }
-  a.op("CALL a16", "skip").op("INC D").op("INC E").op("JR r8", "loop");
+  a.op("CALL a16", "skip").op("INC D").op("INC E").op("JP a16", "loop");
   a.label("sub").op("INC C").op("RET");
   a.label("skip").op("POP HL").op("INC HL").op("PUSH HL").op("CALL a16", "sub2").op("RET");
   a.label("sub2").op("RET");
@@ -113,6 +116,10 @@ TEST_CASE("a RET with many return sites chains through one switch on the PC, exa
   REQUIRE(sw != std::string::npos);
   for (uint16_t site : sites)
     CHECK(s.find("    case 0x" + hex4(site) + ":\n", sw) < s.find("  }\n", sw));
+  // Some cases are tail calls into another function, some gotos in this one.
+  const std::string sw_text = s.substr(sw, s.find("  }\n", sw) - sw);
+  CHECK(sw_text.find("#if GBX_DEVICE_CPU\n  if (bus.cycles + ") != std::string::npos);
+  CHECK(sw_text.find("goto block_") != std::string::npos);
   // Three targets or fewer keep their compares (sub2's RET: one).
   CHECK(s.find("if (cpu.pc == 0x") != std::string::npos);
 

@@ -282,7 +282,7 @@ class SpecEmitter {
     // tests at run time that the window maps that bank, as the dispatch does (chain_check):
     // bank 0 code may have switched 4000-7FFF, and 0000-3FFF moves on MBC1 (mode 1). Within
     // one bank no test is needed: a block of 4000-7FFF ends at any switch of its window, and
-    // every block ends when 0000-3FFF moves (kernel/spec_bus.h spec_resume).
+    // every block ends when 0000-3FFF moves (kernel/spec_bus.h spec_left).
     // From bank 0 a target in 4000-7FFF may be any bank's: the blocks there in up to
     // kMaxBankCandidates banks are chained, each with its test.
     constexpr size_t kMaxBankCandidates = 4;
@@ -480,7 +480,7 @@ class SpecEmitter {
                       (unsigned long long)b.count, k.index);
         out += buf;
         // A function's blocks may come from both windows (chains cross them): each says
-        // which one its code is in, for spec_resume.
+        // which one its code is in, for spec_left.
         out += k.addr >= 0x4000u ? "  bus.romx_code = true;\n" : "  bus.romx_code = false;\n";
         for (const SpecInstr& in : k.instrs) {
           auto ins = counted_instruction(in, b.bank);
@@ -515,7 +515,7 @@ class SpecEmitter {
         // traversal found, a JP HL through a jump table. Either way the next block starts
         // without the interpreter's loop top, which would do nothing but dispatch it: the
         // rule is a goto's, since anything that changes what the loop top decides ends the
-        // block at its slow access (spec_resume). Every block, not only these three, doing
+        // block at its slow access (spec_left). Every block, not only these three, doing
         // the look-up measured no better on the games (tobutobugirl 0.62-0.92x in two runs,
         // the rest within noise), so static exits keep returning to the loop. A GPU returns
         // to its loop.

@@ -28,7 +28,7 @@ Role role_of(const OpcodeEntry& e) {
 // bank it selects. A block in bank 0 goes on: its own code stays mapped, so the home-bank
 // trampolines of banked code (Pokemon Red's Bankswitch: save the bank, write it, call
 // through HL, write the old one back) are one block, not three. What the write changes is
-// checked as for any slow access (kernel/spec_bus.h spec_resume): the 0000-3FFF window (MBC1's
+// checked as for any slow access (kernel/spec_bus.h spec_left): the 0000-3FFF window (MBC1's
 // mode) ends the block; the 4000-7FFF window ends only blocks that run from it.
 // Every other access, whatever it reaches (VRAM, cartridge RAM, OAM, I/O, IE), keeps the
 // block going: one beyond ROM, WRAM and HRAM runs the interpreter's own slow path

@@ -101,14 +101,15 @@ Result<std::string> emit(llvm::Module& m, llvm::TargetMachine& tm, llvm::CodeGen
   return std::string(buf.begin(), buf.end());
 }
 
-Result<std::unique_ptr<llvm::TargetMachine>> make_target_machine(const std::string& triple) {
+Result<std::unique_ptr<llvm::TargetMachine>> make_target_machine(const std::string& triple,
+                                                                 llvm::CodeGenOpt::Level level) {
   std::string err;
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
   if (!target) return make_error(ErrorKind::Compile, "no LLVM target for " + triple + ": " + err);
   llvm::TargetOptions topts;
   std::unique_ptr<llvm::TargetMachine> tm(
       target->createTargetMachine(triple, llvm::sys::getHostCPUName(), host_features(), topts,
-                                  llvm::Reloc::PIC_, llvm::None, llvm::CodeGenOpt::Default));
+                                  llvm::Reloc::PIC_, llvm::None, level));
   if (!tm) return make_error(ErrorKind::Compile, "cannot create a target machine for " + triple);
   return tm;
 }
@@ -125,7 +126,7 @@ std::vector<std::string> cpu_compile_args(const CpuCompileOptions& opts) {
                                    "-x",
                                    "c++",
                                    "-std=c++17",
-                                   opts.opt_level,
+                                   cpu_fast_compile_enabled() ? "-O1" : opts.opt_level,
                                    "-fno-math-errno",
                                    "-march=native",
                                    "-mno-avx512f",
@@ -149,6 +150,14 @@ std::vector<std::string> cpu_compile_args(const CpuCompileOptions& opts) {
   if (auto checks = jit_check_flags()) args.insert(args.end(), checks->begin(), checks->end());
   args.insert(args.end(), opts.extra.begin(), opts.extra.end());
   return args;
+}
+
+bool cpu_fast_compile_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("GBX_CPU_FAST_COMPILE");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  return on;
 }
 
 bool jit_profile_enabled() {
@@ -327,7 +336,9 @@ Result<CpuCompileOutput> compile_cpu(const std::string& source, const std::strin
   // 4. Module -> .o for the host CPU; the .s is the .o disassembled (object_disasm.h), not a
   //    second code generation of the module (which cost as much as the .o's own).
   const auto t1 = Clock::now();
-  auto tm = make_target_machine(module->getTargetTriple());
+  auto tm = make_target_machine(module->getTargetTriple(), cpu_fast_compile_enabled()
+                                                               ? llvm::CodeGenOpt::Less
+                                                               : llvm::CodeGenOpt::Default);
   Result<std::string> object =
       tm ? emit(*module, *tm.value(), llvm::CGFT_ObjectFile) : Result<std::string>(tm.take_error());
   if (!object) return object.take_error();

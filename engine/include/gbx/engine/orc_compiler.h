@@ -30,6 +30,11 @@ std::string cpu_compiler_identity();
 // Environment variables clang's driver reads, with their current values.
 std::vector<std::pair<std::string, std::string>> cpu_compiler_environment();
 
+// GBX_CPU_FAST_COMPILE set (and not "0") when first asked: kernels compile at -O1 and the
+// backend's CodeGenOpt::Less, for test suites that compile many kernels and run each briefly
+// (the analogue of GBX_CUDA_FAST_COMPILE). -O1 is on the command line, so such kernels have
+// their own cache keys. Never for timing: the kernels run slower.
+bool cpu_fast_compile_enabled();
 // GBX_JIT_PROFILE set (and not "0") when first asked: kernels compile with -g and the JIT writes
 // a perf map and registers each module with GDB's JIT interface. Read once per process.
 bool jit_profile_enabled();

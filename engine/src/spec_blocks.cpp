@@ -290,7 +290,7 @@ class SpecEmitter {
     auto chain_check = [&](const Blk& from, const Blk& to) -> std::string {
       if (from.bank == to.bank) return "";
       char t[96];
-      std::snprintf(t, sizeof t, " && bus.%s == GBX_LAUNCH(bus.m, rom) + 0x%llXu",
+      std::snprintf(t, sizeof t, "bus.%s == GBX_LAUNCH(bus.m, rom) + 0x%llXu",
                     to.addr < 0x4000u ? "rom0" : "romx", (unsigned long long)to.bank * 0x4000ull);
       return t;
     };
@@ -529,12 +529,12 @@ class SpecEmitter {
         std::map<uint16_t, std::pair<std::string, std::string>> by_pc;  // the same, by PC
         for (size_t t : k.next) {
           const Blk& to = blks[t];
-          const std::string bank = chain_check(k, to);  // "" or " && <the bank's test>"
+          const std::string bank = chain_check(k, to);
+          const std::string bank_and = bank.empty() ? "" : bank + " && ";
           std::snprintf(buf, sizeof buf, "bus.cycles + %d < limit", to.worst);
-          const std::string room = buf;
-          std::snprintf(buf, sizeof buf, "cpu.pc == 0x%04X", to.addr);
-          const std::string pc_cond = buf + bank + " && " + room;  // compare by compare
-          const std::string cond = bank.empty() ? room : bank.substr(4) + " && " + room;  // case
+          const std::string cond = bank_and + buf;  // a switch case's test
+          std::snprintf(buf, sizeof buf, "cpu.pc == 0x%04X && ", to.addr);
+          const std::string pc_cond = buf + cond;  // a compare's
           std::snprintf(buf, sizeof buf, "spec_fn_%zu(%zu", to.fn, entry_of[t]);
           const std::string call = buf;
           auto& [in_fn, other_fn] = by_pc[to.addr];

@@ -27,7 +27,7 @@ std::string hex4(uint16_t v) {
 }  // namespace
 
 TEST_CASE("a RET chains to its call's return site; a RET to elsewhere does not") {
-  // loop: CALL sub; INC B; CALL skip; INC D; INC E; JP loop
+  // loop: CALL sub; INC B; CALL skip; INC D; INC E; JR loop
   // sub:  INC C; RET                    returns to its site (INC B)
   // skip: POP HL; INC HL; PUSH HL; RET  returns one byte past its site: INC D never runs
   Asm a;

@@ -152,6 +152,10 @@ GBX_FN void wr(SpecBus& b, u32 addr, u8 v) {
   spec_slow(b, addr, v, true);
 }
 
+// LDH's accesses (sm83/cpu.h rd_high): the same as any, the address is often a constant.
+GBX_FN u8 rd_high(SpecBus& b, u32 addr) { return rd(b, addr); }
+GBX_FN void wr_high(SpecBus& b, u32 addr, u8 v) { wr(b, addr, v); }
+
 // The IDU helpers of sm83/cpu.h: an OAM address goes through the interpreter's slow path
 // and always ends the block.
 GBX_FN void idle_idu(SpecBus& b, u32 addr) {
@@ -190,11 +194,33 @@ GBX_FN u16 spec_imm16(Cpu& cpu, SpecBus& b, u16 v) {
   cpu.pc += 2;
   return v;
 }
+// The stack's two bytes at `lo` and lo + 1 when both are in WRAM or both in HRAM (a block
+// runs with no OAM DMA): one window test for the pair, as sm83/cpu.h stack_pair, and one
+// 16-bit store or load (stack_store says why). The cpu only: a GPU's blocks keep the
+// byte-wise path its kernels were measured with.
+#if GBX_DEVICE_CPU && !GBX_LAYOUT_INTERLEAVED
+#define GBX_SPEC_STACK_PAIR 1
+GBX_FN u8* spec_stack_pair(SpecBus& b, u32 lo) {
+  if (lo - 0xC000u < 0x1FFFu) return &spec_mem(b, GBX_MEM_WRAM + (lo - 0xC000u));
+  if (lo - 0xFF80u < 0x7Eu) return &spec_mem(b, GBX_MEM_IO + (lo & 0xFFu));
+  return nullptr;
+}
+#else
+#define GBX_SPEC_STACK_PAIR 0
+#endif
 GBX_FN void push16(Cpu& cpu, SpecBus& b, u16 v) {
+#if GBX_SPEC_STACK_PAIR
+  u8* const pair = spec_stack_pair(b, (u16)(cpu.sp - 2u));
+  if (GBX_LIKELY(pair != nullptr)) return stack_push_pair(cpu, b.cycles, pair, v);
+#endif
   wr(b, --cpu.sp, (u8)(v >> 8));
   wr(b, --cpu.sp, (u8)v);
 }
 GBX_FN u16 pop16(Cpu& cpu, SpecBus& b) {
+#if GBX_SPEC_STACK_PAIR
+  const u8* const pair = spec_stack_pair(b, cpu.sp);
+  if (GBX_LIKELY(pair != nullptr)) return stack_pop_pair(cpu, b.cycles, pair);
+#endif
   const u8 lo = rd_idu(b, cpu.sp++);
   const u8 hi = rd(b, cpu.sp++);
   return (u16)(lo | (hi << 8));

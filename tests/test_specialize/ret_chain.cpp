@@ -126,3 +126,28 @@ TEST_CASE("a RET with many return sites chains through one switch on the PC, exa
   auto dut = test::run_beside_interpreter(rom, plan, 2, 5, 4);
   CHECK(test::spec_share(*dut, 2).share() > 0.9);
 }
+
+TEST_CASE("PUSH and POP across a stack window's end in a block, exactly") {
+  // kernel/spec_bus.h spec_stack_pair: both bytes in WRAM or both in HRAM take one test;
+  // a pair across WRAM's end (echo RAM), WRAM's start (absent cartridge RAM), HRAM's end
+  // (IE) or HRAM's start (unused I/O) goes byte by byte, as the interpreter's (whose bytes
+  // test_hw_quirks checks against mGBA).
+  Asm a;
+  a.op("DI").label("loop").op("XOR A").op("LD (a16),A", 0xC000).op("LD BC,d16", 0x0537);
+  const uint16_t sps[] = {0xE001, 0xC001, 0x0000, 0xFF81, 0xFFFE, 0xD000};
+  for (int k = 0; k < 6; ++k) {
+    a.op("LD SP,d16", sps[k]).op("PUSH BC").op("POP DE").op("INC C");
+    a.op("LD A,E").op("LD (a16),A", 0xC200 + 2 * k).op("LD A,D").op("LD (a16),A", 0xC201 + 2 * k);
+  }
+  a.op("LDH A,(a8)", 0xFF).op("LD (a16),A", 0xC20C).op("XOR A").op("LDH (a8),A", 0xFF);
+  a.op("LD A,(a16)", 0xC000).op("LD (a16),A", 0xC20D).op("JP a16", "loop");
+  const Rom rom = test::assembled("STACKEDGE", a);
+
+  const auto plan = test::profiled_plan(rom, 4);
+  auto dut = test::run_beside_interpreter(rom, plan, 2, 5, 4);
+  CHECK(test::spec_share(*dut, 2).share() > 0.9);
+  auto m = dut->read_memory(0, 0xC200, 0xC20E);
+  REQUIRE(m.ok());
+  CHECK(m.value()[8] == 0x3B);  // FFFE, inside HRAM: the fourth INC C's BC
+  CHECK(m.value()[9] == 0x05);
+}

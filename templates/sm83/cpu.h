@@ -80,6 +80,9 @@ GBX_FN u8 rd_high(Core& b, u32 addr) {
   b.cycles += 4;
   if (((addr + b.dma_gate) & 0xFFFFu) - 0xFF80u < 0x7Fu)
     return mem_at(b, GBX_MEM_IO + (addr & 0xFFu));
+  // I/O and IE: with the gate open (no OAM DMA), straight to the registers, where
+  // bus_read_slow ends after its gate check and window tests (joypad, LY, STAT and DIV polls).
+  if (!b.dma_gate) return io_read(b, addr);
   return bus_read_slow(b, addr);
 #else
   return rd(b, addr);
@@ -92,6 +95,7 @@ GBX_FN void wr_high(Core& b, u32 addr, u8 v) {
     mem_at(b, GBX_MEM_IO + (addr & 0xFFu)) = v;
     return;
   }
+  if (!b.dma_gate) return io_write(b, addr, v);  // as rd_high
   bus_write_slow(b, addr, v);
 #else
   wr(b, addr, v);

@@ -494,3 +494,26 @@ TEST_CASE("Stack pairs: a PUSH or POP across a window's end goes byte by byte") 
   r[2] = 0xFF;
   CHECK(r == want);
 }
+
+// OAM DMA set-up (hw/machine.h GBX_DMA_GATE_ALL): in the two M-cycles after the FF46 write the
+// cpu kernels' gate sends every access to the slow path, I/O included. The DMA owns the
+// external bus and VRAM, not I/O: LY reads as ever (Pan Docs "OAM DMA Transfer"; mGBA the
+// same). A routine in HRAM starts the DMA with LDH (46),A and reads LY with LDH A,(C) in the
+// next instruction, at LY 0x50; with the old gate (0x10080) that read returned the byte stored
+// for LY (0), not LY.
+TEST_CASE("OAM DMA set-up: an I/O read in the M-cycle after the FF46 write reads the register") {
+  for (const char* kind : {"cpu", "mgba"}) {
+    CAPTURE(kind);
+    Asm a;
+    a.op("DI").op("LD HL,d16", 0xFF80);
+    // FF80: LDH (46),A; LDH A,(C); LD B,A; LD A,40; wait: DEC A; JR NZ,wait; RET
+    for (int byte : {0xE0, 0x46, 0xF2, 0x47, 0x3E, 0x28, 0x3D, 0x20, 0xFD, 0xC9})
+      a.op("LD A,d8", byte).op("LD (HL+),A");
+    wait_ly(a, 0x50, "w");
+    a.op("LD C,d8", kLY).op("LD A,d8", 0xC0).op("CALL a16", 0xFF80);
+    a.op("LD A,B").op("LD (a16),A", 0xC300).label("end").op("JR r8", "end");
+    auto be = backend_for(a, 2, kind);
+    REQUIRE(be->step({0}).ok());
+    CHECK(mem(*be, 0xC300, 0xC301)[0] == 0x50);
+  }
+}

@@ -239,7 +239,7 @@ GBX_NOINLINE u8 bus_read_slow(Machine& b, u32 addr) {
 //
 // OAM DMA on the cpu: a gate, not a clock test. While a DMA may own a bus, accesses must take
 // the slow path, which checks the clock against dma_end (as the GPU's fast path below does in
-// every access). The FF46 write closes the gate (Machine::dma_gate, added to the address:
+// every access). The FF46 write closes the gate (Machine::dma_gate, OR'ed into the address:
 // GBX_DMA_GATE_ALL takes every address out of the fast windows); once the DMA's bytes have
 // landed, HRAM opens again (GBX_DMA_GATE_EXT: the DMA's own wait loop there runs at full
 // speed, and nothing is left for an HRAM access to trigger); the first slow access after
@@ -248,7 +248,7 @@ GBX_NOINLINE u8 bus_read_slow(Machine& b, u32 addr) {
 // with the clock test (docs/benchmarks/games.md, 2026-11-27 night).
 #if GBX_DEVICE_CPU
 GBX_FN u8 bus_read(Core& c, u32 addr) {
-  const u32 gated = addr + c.dma_gate;
+  const u32 gated = addr | c.dma_gate;
   if (gated < 0x4000u) return c.rom0[gated];
   if (gated < 0x8000u) return c.romx[gated - 0x4000u];
   if (gated - 0xC000u < 0x2000u) return mem_at(c, GBX_MEM_WRAM + (gated - 0xC000u));
@@ -312,7 +312,7 @@ GBX_NOINLINE void bus_write_slow(Machine& b, u32 addr, u8 v) {
 
 #if GBX_DEVICE_CPU
 GBX_FN void bus_write(Core& c, u32 addr, u8 v) {  // the gate: see bus_read
-  const u32 gated = addr + c.dma_gate;
+  const u32 gated = addr | c.dma_gate;
   if (gated - 0xC000u < 0x2000u) {
     mem_at(c, GBX_MEM_WRAM + (gated - 0xC000u)) = v;
     return;

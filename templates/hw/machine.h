@@ -129,7 +129,7 @@ struct Machine {
   // runs, and sets it).
   i64 fast_until;
   // OAM DMA: 0, or a gate from an FF46 write until the first slow access after dma_end
-  // (GBX_DMA_GATE_*, hw/bus.h bus_read). Added to every address, it keeps the fast path out.
+  // (GBX_DMA_GATE_*, hw/bus.h bus_read). OR'ed into every address, it keeps the fast path out.
   u32 dma_gate;
   // VRAM is the CPU's for every access before this cycle (hw/ppu.h ppu_vram_open): the fast
   // paths read and write it without asking the PPU. Not saved; LCDC writes close it.
@@ -156,12 +156,17 @@ GBX_FN u8* io_reg(Machine& b, u32 addr) { return &mem_at(b, GBX_MEM_IO + (addr &
 // already charged the whole M-cycle). I/O side effects are timed from here.
 GBX_FN i64 io_time(const Machine& b) { return b.cycles - 3; }
 
-// OAM DMA gates (Machine::dma_gate, hw/bus.h bus_read; cpu only): added to an address, they
-// take it above 0xFFFF, out of every fast window; HRAM's window looks at the low 16 bits only,
-// so the first one leaves HRAM open (no DMA can block it, and once the bytes have landed an
-// access there has nothing left to trigger), the second closes it too.
+// OAM DMA gates (Machine::dma_gate, hw/bus.h bus_read; cpu only): OR'ed into an address,
+// they take it above 0xFFFF, out of every fast window; HRAM's window looks at the low 16 bits
+// only, so the first one leaves HRAM open (no DMA can block it, and once the bytes have landed
+// an access there has nothing left to trigger). The second also sets the low 7 bits, which
+// takes every address out of HRAM's window too: FF00-FF7F become FF7F, FF80-FFFF become FFFF.
+// It was 0x10080, added: that moved HRAM out but FF00-FF7E into the window, so an I/O read in
+// the DMA's two set-up M-cycles (LDH A,(C) from HRAM right after the FF46 write) read the
+// register's stored byte, not the register (LY read 0, mGBA 80: test_hw_quirks "OAM DMA
+// set-up").
 #define GBX_DMA_GATE_EXT 0x10000u
-#define GBX_DMA_GATE_ALL 0x10080u
+#define GBX_DMA_GATE_ALL 0x1007Fu
 GBX_FN void dma_gate_update(Machine& b) {
 #if GBX_DEVICE_CPU
   b.dma_gate = io_time(b) >= b.dma_end ? 0u : b.dma_pending ? GBX_DMA_GATE_ALL : GBX_DMA_GATE_EXT;

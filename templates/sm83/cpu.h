@@ -78,7 +78,7 @@ GBX_FN void wr(Core& b, u32 addr, u8 v) {
 GBX_FN u8 rd_high(Core& b, u32 addr) {
 #if GBX_CPU_BUS_FAST
   b.cycles += 4;
-  if (((addr + b.dma_gate) & 0xFFFFu) - 0xFF80u < 0x7Fu)
+  if (((addr | b.dma_gate) & 0xFFFFu) - 0xFF80u < 0x7Fu)
     return mem_at(b, GBX_MEM_IO + (addr & 0xFFu));
   // I/O and IE: with the gate open (no OAM DMA), straight to the registers, where
   // bus_read_slow ends after its gate check and window tests (joypad, LY, STAT and DIV polls).
@@ -91,7 +91,7 @@ GBX_FN u8 rd_high(Core& b, u32 addr) {
 GBX_FN void wr_high(Core& b, u32 addr, u8 v) {
 #if GBX_CPU_BUS_FAST
   b.cycles += 4;
-  if (((addr + b.dma_gate) & 0xFFFFu) - 0xFF80u < 0x7Fu) {
+  if (((addr | b.dma_gate) & 0xFFFFu) - 0xFF80u < 0x7Fu) {
     mem_at(b, GBX_MEM_IO + (addr & 0xFFu)) = v;
     return;
   }
@@ -130,7 +130,7 @@ GBX_FN u16 fetch16(Cpu& cpu, Core& b) {
 #if GBX_CPU_BUS_FAST
   // Both bytes in one ROM window (and no OAM DMA gate, hw/bus.h bus_read): one test and
   // two loads instead of two reads' window tests; the clock is charged the same 8.
-  const u32 g = cpu.pc + b.dma_gate;
+  const u32 g = cpu.pc | b.dma_gate;
   const u8* const w = g < 0x3FFFu             ? b.rom0 + g
                       : g - 0x4000u < 0x3FFFu ? b.romx + (g - 0x4000u)
                                               : nullptr;
@@ -191,7 +191,7 @@ GBX_FN u8* stack_pair(Core& b, u32 lo) {
   (void)b;
   (void)lo;
 #else
-  const u32 g = lo + b.dma_gate;
+  const u32 g = lo | b.dma_gate;
   if (g - 0xC000u < 0x1FFFu) return &mem_at(b, GBX_MEM_WRAM + (g - 0xC000u));
   if ((g & 0xFFFFu) - 0xFF80u < 0x7Eu) return &mem_at(b, GBX_MEM_IO + (lo & 0xFFu));
 #endif
